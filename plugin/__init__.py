@@ -1,0 +1,1 @@
+"""MkDocs adapter for Anchored: config, build hooks, widget assets and the CLI."""
