@@ -1,0 +1,178 @@
+"""The build pipeline: pages -> chunks -> BM25 + embeddings -> index directory.
+
+This is what the MkDocs plugin and ``anchored index`` call; it knows neither
+MkDocs nor the command line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from build_index.bm25 import BM25Index
+from build_index.cache import EmbeddingCache
+from build_index.chunking import ChunkSettings, chunk_page, is_excluded
+from build_index.embedder import Embedder, ModelSpec, get_model
+from build_index.errors import PageError
+from build_index.index_format import Manifest, ModelInfo, write_index
+from build_index.tokenizer import tokenize
+from build_index.types import Chunk, PageInput, Section
+
+log = logging.getLogger("anchored")
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """What a build needs besides the pages."""
+
+    model: str = "all-MiniLM-L6-v2"
+    cache_dir: Path | None = None
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    exclude: Sequence[str] = ()
+    site_url: str | None = None
+    strict: bool = False
+
+
+@dataclass
+class BuildReport:
+    """What a build did, for logs, tests and benchmarks."""
+
+    manifest: Manifest
+    pages: int = 0
+    pages_skipped: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    cached: int = 0
+    warnings: list[str] = field(default_factory=list)
+    timings_s: dict[str, float] = field(default_factory=dict)
+
+
+class BuildFailed(PageError):
+    """A page failed in strict mode; nothing was written."""
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """The text embedded for a chunk: its heading path first, so a bare table row
+    or list item still knows what it belongs to."""
+    path = " > ".join(p for p in [chunk.title, *chunk.heading_path] if p)
+    # The title is often the first heading too; don't say it twice.
+    if chunk.heading_path and chunk.title == chunk.heading_path[0]:
+        path = " > ".join(chunk.heading_path)
+    body = f"{chunk.header}\n{chunk.text}" if chunk.header else chunk.text
+    return f"{path}\n{body}" if path else body
+
+
+def bm25_text(chunk: Chunk) -> str:
+    """The text BM25 indexes for a chunk: heading path and body (header for table rows)."""
+    heads = " ".join(chunk.heading_path)
+    body = f"{chunk.header}\n{chunk.text}" if chunk.header else chunk.text
+    return f"{heads}\n{body}"
+
+
+def collect_chunks(
+    pages: Iterable[PageInput], config: BuildConfig, report: BuildReport
+) -> tuple[list[Section], list[Chunk]]:
+    """Chunk every page; a page that fails is skipped with a warning naming it
+    (or, in strict mode, stops the build before anything is written)."""
+    sections: list[Section] = []
+    chunks: list[Chunk] = []
+    seen_pages: set[str] = set()
+    for page in pages:
+        if is_excluded(page, config.exclude):
+            continue
+        report.pages += 1
+        try:
+            page_sections, page_chunks = chunk_page(page, config.chunking)
+        except PageError as exc:
+            message = f"page '{page.url or '/'}' was not indexed: {exc}"
+            if config.strict:
+                raise BuildFailed(message) from exc
+            log.warning(message)
+            report.warnings.append(message)
+            report.pages_skipped += 1
+            continue
+        if page.url in seen_pages:
+            continue
+        seen_pages.add(page.url)
+        sections.extend(page_sections)
+        chunks.extend(page_chunks)
+    return sections, chunks
+
+
+def embed_chunks(
+    chunks: Sequence[Chunk],
+    spec: ModelSpec,
+    cache_dir: Path | None,
+    report: BuildReport,
+    progress: ProgressFn | None = None,
+) -> np.ndarray:
+    """Embed chunk texts, reusing cached vectors for unchanged text."""
+    texts = [embedding_text(c) for c in chunks]
+    vectors = np.zeros((len(texts), spec.dim), dtype=np.float32)
+    cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
+    found = cache.lookup(texts) if cache else [None] * len(texts)
+    missing = [i for i, v in enumerate(found) if v is None]
+    for i, v in enumerate(found):
+        if v is not None:
+            vectors[i] = v
+    report.cached = len(texts) - len(missing)
+    report.embedded = len(missing)
+    if missing:
+        log.info("anchored: embedding %d chunks (%d cached)", len(missing), report.cached)
+        fresh = Embedder(spec).embed_passages([texts[i] for i in missing], progress=progress)
+        vectors[missing] = fresh
+        if cache:
+            cache.store([texts[i] for i in missing], fresh)
+    if cache:
+        cache.flush()
+    return vectors
+
+
+def build(
+    pages: Iterable[PageInput],
+    out_dir: Path,
+    config: BuildConfig | None = None,
+    progress: ProgressFn | None = None,
+) -> BuildReport:
+    """Build an index of ``pages`` into ``out_dir`` (replaced atomically)."""
+    config = config or BuildConfig()
+    spec = get_model(config.model)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    report = BuildReport(manifest=None)  # type: ignore[arg-type]  # set below
+    sections, chunks = collect_chunks(pages, config, report)
+    timings["chunk"] = time.perf_counter() - t0
+    if not chunks:
+        message = "no indexable text was found in the site; the index is empty"
+        log.warning("anchored: %s", message)
+        report.warnings.append(message)
+
+    t1 = time.perf_counter()
+    bm25 = BM25Index.build([tokenize(bm25_text(c)) for c in chunks])
+    timings["bm25"] = time.perf_counter() - t1
+
+    t2 = time.perf_counter()
+    vectors = embed_chunks(chunks, spec, config.cache_dir, report, progress)
+    timings["embed"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    report.manifest = write_index(
+        out_dir,
+        sections=sections,
+        chunks=chunks,
+        vectors=vectors,
+        bm25=bm25,
+        model=ModelInfo.from_spec(spec),
+        site_url=config.site_url,
+    )
+    timings["write"] = time.perf_counter() - t3
+    report.chunks = len(chunks)
+    report.timings_s = timings
+    return report

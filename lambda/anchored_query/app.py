@@ -1,0 +1,179 @@
+"""The HTTP API (v1) as a Starlette app: the same app on Lambda and locally.
+
+Routes translate requests into ``Engine`` calls and errors into
+``{"error": {"code", "message"}}``; nothing a provider says and no stack
+trace reaches the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from anchored_query.engine import Engine
+from anchored_query.errors import QueryError
+from anchored_query.feedback import FeedbackStore, feedback_store
+from anchored_query.settings import Settings
+from anchored_query.validation import parse_ask, parse_feedback, parse_json_body, parse_search
+
+log = logging.getLogger("anchored.query")
+
+
+class RateLimiter:
+    """Per-client token bucket (requests per minute); memory bounded."""
+
+    def __init__(self, per_minute: int, max_clients: int = 10_000) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(max(per_minute, 1))
+        self.max_clients = max_clients
+        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def check(self, client: str) -> float:
+        """0 when allowed, else seconds to wait."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self.lock:
+            tokens, last = self.buckets.pop(client, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.rate)
+            wait = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
+            if not wait:
+                tokens -= 1
+            self.buckets[client] = (tokens, now)
+            while len(self.buckets) > self.max_clients:
+                self.buckets.popitem(last=False)
+        return wait
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    site_dir: Path | None = None,
+    feedback: FeedbackStore | None = None,
+) -> Starlette:
+    """The ASGI app. ``site_dir`` also serves a built site (``anchored serve``)."""
+    settings = settings or Settings.from_env()
+    engine = engine or Engine(settings)
+    store = feedback or feedback_store(settings.feedback, Path(settings.cache_dir) / "feedback")
+    limiter = RateLimiter(settings.rate_limit_per_min)
+
+    def client_of(request: Request) -> str:
+        return request.client.host if request.client else "unknown"
+
+    def limited(request: Request) -> None:
+        wait = limiter.check(client_of(request))
+        if wait:
+            raise QueryError(
+                429, "rate_limited", "too many questions; wait a moment",
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            )
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            raise QueryError(413, "too_large", f"the request body is over {settings.max_body_bytes} bytes")
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > settings.max_body_bytes:
+                raise QueryError(413, "too_large", f"the request body is over {settings.max_body_bytes} bytes")
+        return parse_json_body(body, settings.max_body_bytes)
+
+    async def ask(request: Request) -> Response:
+        limited(request)
+        ask_request = parse_ask(await body_of(request), settings)
+        from starlette.concurrency import run_in_threadpool
+
+        return JSONResponse(await run_in_threadpool(engine.ask, ask_request))
+
+    async def search(request: Request) -> Response:
+        limited(request)
+        query, k = parse_search(request.query_params.get("q"), request.query_params.get("k"), settings)
+        from starlette.concurrency import run_in_threadpool
+
+        return JSONResponse(await run_in_threadpool(engine.search, query, k))
+
+    async def post_feedback(request: Request) -> Response:
+        limited(request)
+        item = parse_feedback(await body_of(request))
+        from starlette.concurrency import run_in_threadpool
+
+        loaded = engine._loaded
+        build_id = loaded.index.build_id if loaded else ""
+        try:
+            key = await run_in_threadpool(store.save, item, build_id=build_id)
+        except Exception as exc:  # the reader's feedback must not vanish silently
+            log.error("feedback could not be stored: %s", type(exc).__name__)
+            raise QueryError(503, "feedback_unavailable", "feedback could not be stored; try again") from None
+        return JSONResponse({"stored": True, "id": key.rsplit("/", 1)[-1].removesuffix(".json")})
+
+    async def health(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        return JSONResponse(await run_in_threadpool(engine.health))
+
+    async def on_query_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, QueryError)
+        return error_response(exc.status, exc.code, exc.message, getattr(exc, "headers", None))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if not request.url.path.startswith("/v1") and exc.status_code == 404:
+            return Response("Not found", 404, media_type="text/plain")
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s", request.url.path)
+        return error_response(500, "internal", "something went wrong on our side")
+
+    routes: list[BaseRoute] = [
+        Route("/v1/ask", ask, methods=["POST"]),
+        Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/feedback", post_feedback, methods=["POST"]),
+        Route("/v1/health", health, methods=["GET"]),
+    ]
+    if site_dir is not None:
+        routes.append(Mount("/", app=StaticFiles(directory=site_dir, html=True), name="site"))
+    middleware = []
+    if settings.allowed_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(settings.allowed_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["content-type"],
+                max_age=600,
+            )
+        )
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            QueryError: on_query_error,
+            HTTPException: on_http_error,
+            Exception: on_crash,
+        },
+    )
+    app.state.engine = engine
+    return app

@@ -1,0 +1,234 @@
+"""Recall-heavy hybrid retrieval: query variants x (dense, BM25), fused by rank.
+
+Similarity is not relevance, so we keep a wide candidate set (hundreds of
+passages within a token budget) and let the answerer judge. Passages are
+grouped by page, adjacent child chunks of a section are merged, the parent
+section is recovered where the budget allows, and every passage gets a global
+number the model cites.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from anchored_query.types import Passage
+from build_index.embedder import Embedder
+from build_index.index_format import Index
+from build_index.tokenizer import tokenize
+
+RRF_K = 60
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Page-prefix filters chosen by the reader ("only this section")."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def is_whole_site(self) -> bool:
+        return not self.include and not self.exclude
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked chunk."""
+
+    row: int
+    score: float
+
+
+def keyword_form(question: str) -> str:
+    """The question reduced to its content words (stopwords and punctuation dropped).
+
+    Embedded as a second variant: it pulls in passages that share the question's
+    terms but not its phrasing.
+    """
+    tokens = tokenize(question)
+    seen: dict[str, None] = {}
+    for t in tokens:
+        seen.setdefault(t, None)
+    return " ".join(seen)
+
+
+def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
+    """Reciprocal-rank fusion of several rankings (arrays of row ids, best first)."""
+    fused = np.zeros(n, dtype=np.float32)
+    for ranking in rankings:
+        if len(ranking):
+            fused[ranking] += 1.0 / (k + 1 + np.arange(len(ranking), dtype=np.float32))
+    return fused
+
+
+def top_rows(scores: np.ndarray, k: int, mask: np.ndarray | None) -> np.ndarray:
+    """Row ids of the ``k`` best scores (positive only for sparse scores), best first."""
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k]
+    part = part[np.isfinite(scores[part])]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+class Retriever:
+    """Hybrid retrieval over one loaded index."""
+
+    def __init__(self, index: Index, embedder: Embedder, per_variant: int = 400) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.per_variant = per_variant
+        self.pages = np.array([c["page"] for c in index.chunks], dtype=object)
+        self._scope_cache: dict[Scope, np.ndarray | None] = {}
+
+    def mask(self, scope: Scope) -> np.ndarray | None:
+        """Boolean row mask for a scope (None = every chunk)."""
+        if scope.is_whole_site():
+            return None
+        cached = self._scope_cache.get(scope)
+        if cached is not None:
+            return cached
+        pages = self.pages
+        keep = np.ones(len(pages), dtype=bool)
+        if scope.include:
+            keep &= np.array([p.startswith(scope.include) for p in pages], dtype=bool)
+        if scope.exclude:
+            keep &= ~np.array([p.startswith(scope.exclude) for p in pages], dtype=bool)
+        if len(self._scope_cache) > 256:
+            self._scope_cache.clear()
+        self._scope_cache[scope] = keep
+        return keep
+
+    def rank(
+        self, variants: Sequence[str], scope: Scope = Scope(), depth: int | None = None
+    ) -> list[Hit]:
+        """Fuse dense and BM25 rankings of every variant; best first."""
+        n = len(self.index.chunks)
+        if n == 0:
+            return []
+        depth = depth or self.per_variant
+        mask = self.mask(scope)
+        rankings: list[np.ndarray] = []
+        seen_tokens: set[tuple[str, ...]] = set()
+        for text in dict.fromkeys(v for v in variants if v.strip()):
+            qvec = self.embedder.embed_query(text)
+            rankings.append(top_rows(self.index.dense_scores(qvec), depth, mask))
+            tokens = tuple(tokenize(text))
+            if tokens and tokens not in seen_tokens:
+                seen_tokens.add(tokens)
+                sparse = self.index.bm25.score(tokens)
+                sparse_rows = top_rows(np.where(sparse > 0, sparse, -np.inf), depth, mask)
+                rankings.append(sparse_rows)
+        fused = rrf(rankings, n)
+        rows = top_rows(np.where(fused > 0, fused, -np.inf), depth, None)
+        return [Hit(int(r), float(fused[r])) for r in rows]
+
+    def passages(
+        self,
+        hits: Sequence[Hit],
+        *,
+        token_budget: int,
+        max_passages: int,
+        estimate_tokens: TokenCounter,
+        excluded: Sequence[Hit] = (),
+    ) -> list[Passage]:
+        """Turn ranked chunks into numbered passages within a token budget.
+
+        Child chunks of one section are merged in reading order; when the whole
+        parent section fits what is left of the budget it replaces its children.
+        Passages are grouped by page (pages in order of their best hit) and
+        numbered 1..n in that order.
+        """
+        chunks = self.index.chunks
+        by_section: dict[str, list[Hit]] = defaultdict(list)
+        order: list[str] = []
+        used = 0
+        for hit in hits:
+            chunk = chunks[hit.row]
+            section = chunk["parent"]
+            cost = estimate_tokens(chunk["text"])
+            if section not in by_section:
+                if len(order) >= max_passages:
+                    continue
+                order.append(section)
+            if used + cost > token_budget and by_section[section]:
+                continue
+            if used + cost > token_budget:
+                order.pop()
+                del by_section[section]
+                break
+            by_section[section].append(hit)
+            used += cost
+
+        drafts = []
+        for section_id in order:
+            group = sorted(by_section[section_id], key=lambda h: chunks[h.row]["offsets"][0])
+            drafts.append(self._draft(section_id, group, token_budget - used, estimate_tokens))
+            used += drafts[-1][2]
+
+        page_rank: dict[str, int] = {}
+        for d in drafts:
+            page_rank.setdefault(d[0]["page"], len(page_rank))
+        drafts.sort(key=lambda d: page_rank[d[0]["page"]])
+        return [
+            Passage(
+                n=i + 1,
+                chunk_ids=d[1],
+                section_id=d[0]["parent"],
+                page=d[0]["page"],
+                anchor=d[0]["anchor"],
+                title=d[0]["title"],
+                heading_path=list(d[0]["heading_path"]),
+                text=d[3],
+                highlight=d[4],
+                score=d[5],
+            )
+            for i, d in enumerate(drafts)
+        ]
+
+    def _draft(
+        self, section_id: str, group: list[Hit], spare: int, estimate_tokens: TokenCounter
+    ) -> tuple[dict[str, object], list[str], int, str, str, float]:
+        """One passage's pieces: first chunk, chunk ids, extra tokens, text, highlight, score."""
+        chunks = self.index.chunks
+        first = chunks[group[0].row]
+        ids = [chunks[h.row]["id"] for h in group]
+        pieces = [_chunk_body(chunks[h.row]) for h in group]
+        highlight = _highlight_text(chunks, group)
+        text = "\n".join(pieces)
+        extra = 0
+        section = self.index.sections.get(section_id)
+        if section is not None:
+            parent = section["text"]
+            parent_cost = estimate_tokens(parent) - estimate_tokens(text)
+            if len(parent) > len(text) and 0 < parent_cost <= spare:
+                text, extra = parent, parent_cost
+        score = max(h.score for h in group)
+        return first, ids, extra, text, highlight, score
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _chunk_body(chunk: dict[str, object]) -> str:
+    header = str(chunk.get("header") or "")
+    text = str(chunk["text"])
+    return f"{header}\n{text}" if header else text
+
+
+def _highlight_text(chunks: Sequence[dict[str, object]], group: Sequence[Hit]) -> str:
+    """The visible text the page highlights: the best-ranked child chunk.
+
+    A table chunk's repeated header is not part of its rows on the page, so it
+    is left out; whitespace is normalised because the page matches it that way.
+    """
+    best = max(group, key=lambda h: h.score)
+    return _SPACE.sub(" ", str(chunks[best.row]["text"])).strip()

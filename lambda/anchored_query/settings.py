@@ -1,0 +1,119 @@
+"""Settings of the query function, read once from the environment.
+
+Every key is ``ANCHORED_*``. A bad value fails at start-up with the key's name,
+not on the first request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+LLMProvider = Literal["none", "openai", "bedrock"]
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed; the message names the key."""
+
+
+def _get(env: Mapping[str, str], key: str, default: str | None = None) -> str:
+    value = env.get(key)
+    if value is None or value.strip() == "":
+        if default is None:
+            raise SettingsError(f"{key} is not set; it is required")
+        return default
+    return value.strip()
+
+
+def _int(env: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = _get(env, key, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{key} must be a whole number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{key} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], key: str, default: float, low: float, high: float) -> float:
+    raw = _get(env, key, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{key} must be a number, got {raw!r}") from None
+    if not low <= value <= high:
+        raise SettingsError(f"{key} must be between {low} and {high}, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the function reads from its environment."""
+
+    index: str
+    cache_dir: str = "/tmp/anchored"
+    refresh_s: float = 60.0
+    feedback: str = ""
+    llm_provider: LLMProvider = "none"
+    llm_model: str = ""
+    llm_base_url: str = ""
+    llm_api_key: str = field(default="", repr=False)
+    llm_region: str = ""
+    llm_timeout_s: float = 25.0
+    allowed_origins: tuple[str, ...] = ()
+    max_question_chars: int = 2000
+    max_history_turns: int = 6
+    max_history_chars: int = 8000
+    max_body_bytes: int = 65536
+    rate_limit_per_min: int = 30
+    context_tokens: int = 12000
+    max_passages: int = 200
+    site_name: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and check every setting; raises SettingsError naming the bad key."""
+        env = os.environ if env is None else env
+        provider = _get(env, "ANCHORED_LLM_PROVIDER", "none").lower()
+        if provider not in ("none", "openai", "bedrock"):
+            raise SettingsError(
+                f"ANCHORED_LLM_PROVIDER must be none, openai or bedrock, got {provider!r}"
+            )
+        model = _get(env, "ANCHORED_LLM_MODEL", "")
+        base_url = _get(env, "ANCHORED_LLM_BASE_URL", "")
+        if provider != "none" and not model:
+            raise SettingsError(f"ANCHORED_LLM_MODEL is required with provider {provider}")
+        if provider == "openai":
+            if not base_url:
+                raise SettingsError("ANCHORED_LLM_BASE_URL is required with provider openai")
+            if not base_url.startswith(("http://", "https://")):
+                raise SettingsError(f"ANCHORED_LLM_BASE_URL must be an http(s) URL, got {base_url!r}")
+        origins = tuple(
+            o.strip().rstrip("/")
+            for o in _get(env, "ANCHORED_ALLOWED_ORIGINS", "").split(",")
+            if o.strip()
+        )
+        return cls(
+            index=_get(env, "ANCHORED_INDEX"),
+            cache_dir=_get(env, "ANCHORED_CACHE_DIR", "/tmp/anchored"),
+            refresh_s=_float(env, "ANCHORED_REFRESH_S", 60.0, 0.0, 86400.0),
+            feedback=_get(env, "ANCHORED_FEEDBACK", ""),
+            llm_provider=provider,  # type: ignore[arg-type]  # checked above
+            llm_model=model,
+            llm_base_url=base_url,
+            llm_api_key=_get(env, "ANCHORED_LLM_API_KEY", ""),
+            llm_region=_get(env, "ANCHORED_LLM_REGION", env.get("AWS_REGION", "us-east-1")),
+            llm_timeout_s=_float(env, "ANCHORED_LLM_TIMEOUT_S", 25.0, 1.0, 600.0),
+            allowed_origins=origins,
+            max_question_chars=_int(env, "ANCHORED_MAX_QUESTION_CHARS", 2000, 10, 100_000),
+            max_history_turns=_int(env, "ANCHORED_MAX_HISTORY_TURNS", 6, 0, 50),
+            max_history_chars=_int(env, "ANCHORED_MAX_HISTORY_CHARS", 8000, 0, 200_000),
+            max_body_bytes=_int(env, "ANCHORED_MAX_BODY_BYTES", 65536, 1024, 10_000_000),
+            rate_limit_per_min=_int(env, "ANCHORED_RATE_LIMIT_PER_MIN", 30, 0, 100_000),
+            context_tokens=_int(env, "ANCHORED_CONTEXT_TOKENS", 12000, 500, 1_000_000),
+            max_passages=_int(env, "ANCHORED_MAX_PASSAGES", 200, 5, 1000),
+            site_name=_get(env, "ANCHORED_SITE_NAME", ""),
+        )

@@ -1,0 +1,176 @@
+"""Checks on what a client sends; every rejection is a 4xx with a clear message."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from anchored_query.errors import QueryError
+from anchored_query.retrieval import Scope
+from anchored_query.settings import Settings
+from anchored_query.types import Turn
+
+Mode = Literal["auto", "llm", "extractive"]
+MAX_SCOPE_PREFIXES = 50
+MAX_PREFIX_CHARS = 300
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    """A checked ``POST /v1/ask`` body."""
+
+    question: str
+    history: tuple[Turn, ...] = ()
+    scope: Scope = Scope()
+    mode: Mode = "auto"
+
+
+@dataclass(frozen=True)
+class FeedbackRequest:
+    """A checked ``POST /v1/feedback`` body."""
+
+    answer_id: str
+    rating: Literal["up", "down"]
+    reason: str = ""
+    comment: str = ""
+
+
+def bad(message: str, code: str = "bad_request") -> QueryError:
+    return QueryError(400, code, message)
+
+
+def parse_json_body(body: bytes, limit: int) -> dict[str, Any]:
+    """Decode a JSON object body (UTF-8 only), or raise a 4xx QueryError."""
+    if len(body) > limit:
+        raise QueryError(413, "too_large", f"the request body is over {limit} bytes")
+    if not body.strip():
+        raise bad("the request body is empty; send a JSON object")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad("the request body is not UTF-8", "bad_encoding") from None
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise bad("the request body is not valid JSON", "bad_json") from None
+    if not isinstance(data, dict):
+        raise bad("the request body must be a JSON object")
+    return data
+
+
+def clean_text(value: object, field: str, limit: int, *, required: bool = True) -> str:
+    """A string field, control characters removed, length-checked."""
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise bad(f"'{field}' must be a string")
+    text = "".join(
+        ch for ch in value if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs", "Co")
+    ).strip()
+    if required and not text:
+        raise bad(f"'{field}' is empty", "empty")
+    if len(text) > limit:
+        raise QueryError(413, "too_large", f"'{field}' is longer than {limit} characters")
+    return text
+
+
+def parse_scope(value: object) -> Scope:
+    if value is None:
+        return Scope()
+    if not isinstance(value, dict):
+        raise bad("'scope' must be an object with 'include' and/or 'exclude' lists")
+    unknown = set(value) - {"include", "exclude"}
+    if unknown:
+        raise bad(f"'scope' has unknown keys: {', '.join(sorted(map(str, unknown)))}")
+    parts: dict[str, tuple[str, ...]] = {}
+    for key in ("include", "exclude"):
+        items = value.get(key) or []
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise bad(f"'scope.{key}' must be a list of page prefixes (strings)")
+        if len(items) > MAX_SCOPE_PREFIXES:
+            raise bad(f"'scope.{key}' has more than {MAX_SCOPE_PREFIXES} prefixes")
+        if any(len(i) > MAX_PREFIX_CHARS for i in items):
+            raise bad(f"a 'scope.{key}' prefix is longer than {MAX_PREFIX_CHARS} characters")
+        parts[key] = tuple(i.lstrip("/") for i in items)
+    return Scope(include=parts["include"], exclude=parts["exclude"])
+
+
+def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
+    """The last turns of the conversation; older turns are dropped, not refused."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise bad("'history' must be a list of {role, content} objects")
+    if len(value) > 1000:
+        raise QueryError(413, "too_large", "'history' has more than 1000 turns")
+    turns: list[Turn] = []
+    budget = settings.max_history_chars
+    for item in reversed(value[-settings.max_history_turns * 2 :] if settings.max_history_turns else []):
+        if not isinstance(item, dict):
+            raise bad("each 'history' item must be an object with 'role' and 'content'")
+        role = item.get("role")
+        if role not in ("user", "assistant"):
+            raise bad("a 'history' role must be 'user' or 'assistant'")
+        content = item.get("content")
+        if not isinstance(content, str):
+            raise bad("a 'history' content must be a string")
+        content = content.strip()[:budget]
+        if not content:
+            continue
+        budget -= len(content)
+        turns.append(Turn(role=role, content=content))
+        if budget <= 0:
+            break
+    return tuple(reversed(turns))
+
+
+def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
+    """Check a ``/v1/ask`` body."""
+    unknown = set(data) - {"question", "history", "scope", "mode"}
+    if unknown:
+        raise bad(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    question = clean_text(data.get("question"), "question", settings.max_question_chars)
+    mode = data.get("mode", "auto")
+    if mode not in ("auto", "llm", "extractive"):
+        raise bad("'mode' must be auto, llm or extractive")
+    return AskRequest(
+        question=question,
+        history=parse_history(data.get("history"), settings),
+        scope=parse_scope(data.get("scope")),
+        mode=mode,
+    )
+
+
+def parse_feedback(data: dict[str, Any]) -> FeedbackRequest:
+    """Check a ``/v1/feedback`` body."""
+    unknown = set(data) - {"answer_id", "rating", "reason", "comment"}
+    if unknown:
+        raise bad(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    answer_id = clean_text(data.get("answer_id"), "answer_id", 64)
+    if not all(ch.isalnum() or ch in "-_" for ch in answer_id):
+        raise bad("'answer_id' must be the id returned by /v1/ask")
+    rating = data.get("rating")
+    if rating not in ("up", "down"):
+        raise bad("'rating' must be 'up' or 'down'")
+    return FeedbackRequest(
+        answer_id=answer_id,
+        rating=rating,
+        reason=clean_text(data.get("reason"), "reason", 200, required=False),
+        comment=clean_text(data.get("comment"), "comment", 2000, required=False),
+    )
+
+
+def parse_search(q: str | None, k: str | None, settings: Settings) -> tuple[str, int]:
+    """Check ``/v1/search`` query parameters."""
+    query = clean_text(q, "q", settings.max_question_chars)
+    if k is None or k == "":
+        return query, 10
+    try:
+        count = int(k)
+    except ValueError:
+        raise bad("'k' must be a whole number") from None
+    if not 1 <= count <= 100:
+        raise bad("'k' must be between 1 and 100")
+    return query, count

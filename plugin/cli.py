@@ -1,0 +1,260 @@
+"""The ``anchored`` command line: serve, index, ask, search, publish, rollback, eval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("anchored")
+
+DEFAULT_INDEX = ".anchored/index"
+
+
+def _progress(label: str) -> Any:
+    """A one-line progress printer for long work (stderr, only on a terminal)."""
+    state = {"last": 0.0}
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - state["last"] < 0.5:
+            return
+        state["last"] = now
+        if sys.stderr.isatty():
+            end = "\n" if done >= total else "\r"
+            sys.stderr.write(f"{label}: {done}/{total}{end}")
+            sys.stderr.flush()
+        elif done >= total or done % 1000 < 32:
+            log.info("%s: %d/%d", label, done, total)
+
+    return show
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from build_index.chunking import ChunkSettings
+    from build_index.pipeline import BuildConfig, build
+    from build_index.static_site import pages_from_site_dir
+
+    site_dir = Path(args.site_dir)
+    if not site_dir.is_dir():
+        raise SystemExit(f"anchored index: {site_dir} is not a folder of built HTML pages")
+    config = BuildConfig(
+        model=args.model,
+        cache_dir=Path(args.cache_dir),
+        chunking=ChunkSettings(),
+        exclude=tuple(args.exclude),
+        site_url=args.site_url,
+        strict=args.strict,
+    )
+    report = build(
+        pages_from_site_dir(site_dir), Path(args.output), config, progress=_progress("embedding")
+    )
+    print(
+        f"indexed {report.chunks} chunks from {report.pages - report.pages_skipped} pages "
+        f"({report.embedded} embedded, {report.cached} cached) into {args.output} "
+        f"— build {report.manifest['build_id']}"
+    )
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def _engine(index: str) -> Any:
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+
+    env = dict(os.environ)
+    env["ANCHORED_INDEX"] = index
+    env.setdefault("ANCHORED_CACHE_DIR", str(Path(tempfile.gettempdir()) / "anchored"))
+    return Engine(Settings.from_env(env))
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from anchored_query.retrieval import Scope
+    from anchored_query.validation import AskRequest
+
+    engine = _engine(args.index)
+    result = engine.ask(
+        AskRequest(
+            question=args.question,
+            scope=Scope(include=tuple(args.include), exclude=tuple(args.exclude)),
+            mode=args.mode,
+        )
+    )
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    label = "extractive (quoted from the docs)" if result["mode"] == "extractive" else "LLM"
+    if result["abstained"]:
+        print("The docs don't seem to cover this. Sections that come closest:")
+    else:
+        for sentence in result["answer"]:
+            marks = "".join(f"[{n}]" for n in sentence["citations"])
+            print(f"{sentence['text']} {marks}")
+        print(f"\n({label}; {result['passages_considered']} passages considered)")
+    print()
+    for c in result["citations"]:
+        print(f"[{c['n']}] {c['url']} — {' › '.join(c['heading_path']) or c['title']}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    engine = _engine(args.index)
+    result = engine.search(args.query, args.k)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2))
+        return 0
+    for i, r in enumerate(result["results"], start=1):
+        print(f"{i:2d}. {r['url']}  ({' › '.join(r['heading_path']) or r['title']})")
+        print(f"    {r['snippet'][:160]}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from anchored_query.evaluation import evaluate, load_questions
+
+    engine = _engine(args.index)
+    questions = load_questions(Path(args.questions))
+    summary = evaluate(engine, questions, out=Path(args.out) if args.out else None, answers=args.answers)
+    width = max(len(k) for k in summary)
+    for key, value in summary.items():
+        shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+        print(f"{key:<{width}}  {shown}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
+
+    from anchored_query.app import create_app
+    from anchored_query.settings import Settings
+
+    site_dir = Path(tempfile.mkdtemp(prefix="anchored-site-"))
+    config = load_config(args.config_file, site_dir=str(site_dir))
+    plugin = config.plugins.get("anchored")
+    if plugin is None:
+        raise SystemExit(
+            f"anchored serve: {args.config_file} does not enable the plugin; add "
+            "'- anchored' under 'plugins:'"
+        )
+    config.plugins.on_startup(command="build", dirty=False)
+    mkdocs_build(config)
+    index_dir = getattr(plugin, "index_dir", None)
+    if index_dir is None:
+        raise SystemExit("anchored serve: the plugin is disabled (enabled: false)")
+    env = dict(os.environ)
+    env["ANCHORED_INDEX"] = str(index_dir)
+    env.setdefault("ANCHORED_FEEDBACK", str(Path(index_dir).parent / "feedback"))
+    env.setdefault("ANCHORED_REFRESH_S", "0")
+    settings = Settings.from_env(env)
+    app = create_app(settings, site_dir=site_dir)
+    print(f"Serving {config.site_name} with the ask box on http://{args.host}:{args.port}/")
+    print(f"  answers: {'LLM ' + settings.llm_model if settings.llm_provider != 'none' else 'extractive (no LLM configured)'}")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from build_index.publish import publish
+
+    result = publish(Path(args.index_dir), args.target, keep=args.keep)
+    print(f"published build {result.build_id} to {args.target}")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from build_index.publish import rollback
+
+    build_id = rollback(args.target, args.build_id)
+    print(f"{args.target} now serves build {build_id}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="anchored", description="Ask-the-docs for MkDocs sites.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="build the site and serve it with the ask box")
+    s.add_argument("-f", "--config-file", default="mkdocs.yml")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("index", help="index an already-built static site")
+    s.add_argument("site_dir")
+    s.add_argument("-o", "--output", required=True, help="index folder to write")
+    s.add_argument("--model", default="all-MiniLM-L6-v2")
+    s.add_argument("--cache-dir", default=".anchored/cache")
+    s.add_argument("--exclude", action="append", default=[], help="page URL glob to leave out")
+    s.add_argument("--site-url", default=None)
+    s.add_argument("--strict", action="store_true", help="fail on a page that cannot be indexed")
+    s.set_defaults(func=cmd_index)
+
+    for name, func, helptext in (
+        ("ask", cmd_ask, "answer a question from the index"),
+        ("search", cmd_search, "hybrid search, no answer"),
+    ):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("question" if name == "ask" else "query")
+        s.add_argument("--index", default=DEFAULT_INDEX, help="index folder or s3://bucket/prefix")
+        s.add_argument("--json", action="store_true")
+        if name == "ask":
+            s.add_argument("--mode", choices=["auto", "llm", "extractive"], default="auto")
+            s.add_argument("--include", action="append", default=[], help="page prefix in scope")
+            s.add_argument("--exclude", action="append", default=[], help="page prefix left out")
+        else:
+            s.add_argument("-k", type=int, default=10)
+        s.set_defaults(func=func)
+
+    s = sub.add_parser("eval", help="retrieval and citation metrics for a question set")
+    s.add_argument("questions", help="JSONL: qid, question, gold_refs, answerable")
+    s.add_argument("--index", default=DEFAULT_INDEX)
+    s.add_argument("--out", help="write a run file (JSONL)")
+    s.add_argument("--answers", action="store_true", help="also answer (citation hit, abstention)")
+    s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("publish", help="upload an index to S3 and switch current.json")
+    s.add_argument("index_dir")
+    s.add_argument("target", help="s3://bucket/prefix")
+    s.add_argument("--keep", type=int, default=5)
+    s.set_defaults(func=cmd_publish)
+
+    s = sub.add_parser("rollback", help="point current.json back at an earlier build")
+    s.add_argument("target", help="s3://bucket/prefix")
+    s.add_argument("build_id", nargs="?", default=None)
+    s.set_defaults(func=cmd_rollback)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``anchored`` console script."""
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(message)s",
+    )
+    from anchored_query.errors import QueryError
+    from build_index.errors import AnchoredError
+
+    try:
+        return int(args.func(args))
+    except (AnchoredError, QueryError) as exc:
+        message = exc.message if isinstance(exc, QueryError) else str(exc)
+        print(f"anchored {args.command}: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

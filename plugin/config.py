@@ -1,0 +1,57 @@
+"""The plugin's typed configuration (``plugins: - anchored: …`` in mkdocs.yml)."""
+
+from __future__ import annotations
+
+from mkdocs.config import base
+from mkdocs.config import config_options as c
+
+
+class StoreOption(c.Type[str]):
+    """A local folder or ``s3://bucket/prefix``."""
+
+    def __init__(self, default: str) -> None:
+        super().__init__(str, default=default)
+
+    def run_validation(self, value: object) -> str:
+        value = super().run_validation(value)
+        if value.startswith("s3://"):
+            bucket = value[5:].split("/", 1)[0]
+            if not bucket:
+                raise c.ValidationError(
+                    f"store '{value}' names no bucket; write it as s3://bucket/prefix"
+                )
+        elif "://" in value:
+            raise c.ValidationError(
+                f"store '{value}' is neither a local folder nor s3://bucket/prefix"
+            )
+        return value
+
+
+class AnchoredConfig(base.Config):
+    """Options of the ``anchored`` plugin; related options share a prefix."""
+
+    enabled = c.Type(bool, default=True)
+    # Where the index goes: a local folder (relative to mkdocs.yml) or s3://bucket/prefix.
+    store = StoreOption(default=".anchored/index")
+    # Embedding cache and the local copy of an index published to S3.
+    cache_dir = c.Type(str, default=".anchored/cache")
+    # Embedding model: a built-in name or a folder holding model.onnx + tokenizer.json.
+    model = c.Type(str, default="all-MiniLM-L6-v2")
+    # Fail the build (instead of warning) when a page cannot be indexed.
+    strict = c.Type(bool, default=False)
+    # Page URL globs to leave out (front matter `search: {exclude: true}` also works).
+    exclude = c.ListOfItems(c.Type(str), default=[])
+    # Published builds to keep in the S3 store.
+    keep_builds = c.Type(int, default=5)
+    # Chunk sizes, in approximate tokens.
+    chunk_max_tokens = c.Type(int, default=300)
+    chunk_parent_max_tokens = c.Type(int, default=1000)
+    chunk_code_max_tokens = c.Type(int, default=600)
+    # The ask box.
+    widget = c.Type(bool, default=True)
+    widget_endpoint = c.Type(str, default="")
+    widget_title = c.Type(str, default="Ask the docs")
+    widget_placeholder = c.Type(str, default="Ask a question about these docs…")
+    widget_starters = c.ListOfItems(c.Type(str), default=[])
+    widget_attach = c.Type(str, default="")
+    widget_shortcut = c.Type(str, default="a")

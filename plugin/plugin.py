@@ -1,0 +1,169 @@
+"""The MkDocs adapter: translates build hooks into calls on ``build_index``.
+
+It collects each page's rendered content, injects the ask box, and after the
+build writes the index (and publishes it when the store is ``s3://``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Literal
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin
+from mkdocs.structure.pages import Page
+from mkdocs.utils import get_relative_url
+
+from build_index.chunking import ChunkSettings
+from build_index.errors import AnchoredError
+from build_index.pipeline import BuildConfig, BuildReport, build
+from build_index.types import PageInput
+from mkdocs_anchored.config import AnchoredConfig
+
+log = logging.getLogger("mkdocs.plugins.anchored")
+
+ASSETS = Path(__file__).parent / "assets"
+ASSET_URL = "assets/anchored/"
+
+
+class AnchoredPlugin(BasePlugin[AnchoredConfig]):
+    """``plugins: [anchored]`` — index the site and add the ask box."""
+
+    def __init__(self) -> None:
+        self.command: str = "build"
+        self.pages: dict[str, PageInput] = {}
+        self.index_dir: Path | None = None
+        self.report: BuildReport | None = None
+
+    # Defining on_startup keeps this object alive across `mkdocs serve` rebuilds,
+    # so the embedding cache and the page list survive reloads.
+    def on_startup(self, *, command: Literal["build", "gh-deploy", "serve"], dirty: bool) -> None:
+        self.command = command
+
+    def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
+        if not self.config.enabled:
+            return config
+        root = Path(config.config_file_path or ".").resolve().parent
+        self._root = root
+        self.cache_dir = (root / self.config.cache_dir).resolve()
+        store = self.config.store
+        if store.startswith("s3://"):
+            self.index_dir = self.cache_dir / "index"
+        else:
+            self.index_dir = (root / store).resolve()
+            site_dir = Path(config.site_dir).resolve()
+            if self.index_dir == site_dir or site_dir in self.index_dir.parents:
+                raise PluginError(
+                    f"anchored: store '{store}' is inside site_dir; the index holds the "
+                    "model file and must not be published with the pages. Choose a folder "
+                    "outside site_dir (the default is .anchored/index)."
+                )
+        for name in ("chunk_max_tokens", "chunk_parent_max_tokens", "chunk_code_max_tokens"):
+            if self.config[name] < 16:
+                raise PluginError(f"anchored: {name} must be at least 16 (got {self.config[name]})")
+        return config
+
+    def on_pre_build(self, *, config: MkDocsConfig) -> None:
+        self.pages = {}
+
+    def on_page_context(
+        self, context: dict[str, Any], *, page: Page, config: MkDocsConfig, nav: Any
+    ) -> dict[str, Any] | None:
+        if self.config.enabled and page.content is not None:
+            self.pages[page.url] = PageInput(
+                url=page.url,
+                html=page.content,
+                title=page.title or "",
+                meta=dict(page.meta or {}),
+            )
+        return context
+
+    def on_post_page(self, output: str, /, *, page: Page, config: MkDocsConfig) -> str | None:
+        if not (self.config.enabled and self.config.widget):
+            return output
+        return inject_widget(output, self.widget_settings(page))
+
+    def widget_settings(self, page: Page) -> dict[str, Any]:
+        """The JSON the ask box reads from the page (nothing secret goes here)."""
+        root = get_relative_url(".", page.url).rstrip("/") + "/"
+        if root == "./":
+            root = ""
+        return {
+            "endpoint": self.config.widget_endpoint.rstrip("/"),
+            "root": root,
+            "page": page.url,
+            "title": self.config.widget_title,
+            "placeholder": self.config.widget_placeholder,
+            "starters": list(self.config.widget_starters),
+            "attach": self.config.widget_attach,
+            "shortcut": self.config.widget_shortcut,
+            "scopes": True,
+        }
+
+    def on_post_build(self, *, config: MkDocsConfig) -> None:
+        if not self.config.enabled or self.index_dir is None:
+            return
+        if self.config.widget and ASSETS.is_dir():
+            target = Path(config.site_dir) / ASSET_URL
+            shutil.copytree(ASSETS, target, dirs_exist_ok=True)
+        build_config = BuildConfig(
+            model=self.config.model,
+            cache_dir=self.cache_dir,
+            chunking=ChunkSettings(
+                child_max_tokens=self.config.chunk_max_tokens,
+                parent_max_tokens=self.config.chunk_parent_max_tokens,
+                code_max_tokens=self.config.chunk_code_max_tokens,
+            ),
+            exclude=tuple(self.config.exclude),
+            site_url=config.site_url,
+            strict=self.config.strict or bool(config.strict),
+        )
+        try:
+            self.report = build(self.pages.values(), self.index_dir, build_config)
+        except AnchoredError as exc:
+            raise PluginError(f"anchored: {exc}") from exc
+        report = self.report
+        log.info(
+            "anchored: indexed %d chunks from %d pages (%d embedded, %d from cache) into %s",
+            report.chunks,
+            report.pages - report.pages_skipped,
+            report.embedded,
+            report.cached,
+            self.index_dir,
+        )
+        store = self.config.store
+        if store.startswith("s3://"):
+            if self.command == "serve":
+                log.info("anchored: not publishing to %s during `mkdocs serve`", store)
+                return
+            self._publish(store)
+
+    def _publish(self, store: str) -> None:
+        from build_index.publish import publish
+
+        assert self.index_dir is not None
+        try:
+            result = publish(self.index_dir, store, keep=self.config.keep_builds)
+        except AnchoredError as exc:
+            raise PluginError(f"anchored: publishing to {store} failed: {exc}") from exc
+        log.info("anchored: published build %s to %s", result.build_id, store)
+
+
+def inject_widget(output: str, settings: dict[str, Any]) -> str:
+    """Add the ask box's stylesheet, settings and deferred module script to a page."""
+    root = settings["root"]
+    # `</` must not appear inside the JSON script element.
+    payload = json.dumps(settings, ensure_ascii=False).replace("</", "<\\/")
+    head = (
+        f'<link rel="stylesheet" href="{root}{ASSET_URL}anchored.css">'
+        f'<script id="anchored-config" type="application/json">{payload}</script>'
+        f'<script type="module" src="{root}{ASSET_URL}anchored.js"></script>'
+    )
+    marker = output.find("</head>")
+    if marker == -1:
+        return head + output
+    return output[:marker] + head + output[marker:]
