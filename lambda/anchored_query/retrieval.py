@@ -108,7 +108,11 @@ class Retriever:
         return keep
 
     def rank(
-        self, variants: Sequence[str], scope: Scope = Scope(), depth: int | None = None
+        self,
+        variants: Sequence[str],
+        scope: Scope = Scope(),
+        depth: int | None = None,
+        retrievers: Sequence[str] = ("dense", "bm25"),
     ) -> list[Hit]:
         """Fuse dense and BM25 rankings of every variant; best first."""
         n = len(self.index.chunks)
@@ -119,10 +123,11 @@ class Retriever:
         rankings: list[np.ndarray] = []
         seen_tokens: set[tuple[str, ...]] = set()
         for text in dict.fromkeys(v for v in variants if v.strip()):
-            qvec = self.embedder.embed_query(text)
-            rankings.append(top_rows(self.index.dense_scores(qvec), depth, mask))
+            if "dense" in retrievers:
+                qvec = self.embedder.embed_query(text)
+                rankings.append(top_rows(self.index.dense_scores(qvec), depth, mask))
             tokens = tuple(tokenize(text))
-            if tokens and tokens not in seen_tokens:
+            if "bm25" in retrievers and tokens and tokens not in seen_tokens:
                 seen_tokens.add(tokens)
                 sparse = self.index.bm25.score(tokens)
                 sparse_rows = top_rows(np.where(sparse > 0, sparse, -np.inf), depth, mask)
