@@ -1,0 +1,273 @@
+"""Where the query function reads its index: a local directory or S3 (moto over HTTP)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anchored_query.index_store as index_store
+import pytest
+from anchored_query.index_store import (
+    IndexSource,
+    IndexStoreError,
+    LocalIndexSource,
+    S3IndexSource,
+    with_retries,
+)
+from botocore.exceptions import ClientError, EndpointConnectionError
+from s3server import MotoS3, S3Bucket, moto_s3, s3, write_fake_index
+
+from build_index.errors import IndexFormatError
+from build_index.publish import publish
+
+__all__ = ["moto_s3", "s3"]  # fixtures used by name
+
+FILES = {
+    "chunks.jsonl": b'{"id": "a"}\n',
+    "vectors.npy": bytes(range(256)) * 8,
+    "model.onnx": hashlib.sha256(b"model").digest() * 4096,
+}
+
+
+class Clock:
+    """A hand-driven monotonic clock."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _publish(s3: S3Bucket, tmp_path: Path, n: int, **changes: bytes) -> str:
+    directory = tmp_path / f"index{n}"
+    changes.setdefault("chunks.jsonl", b'{"id": "%d"}\n' % n)
+    build_id = write_fake_index(
+        directory, {**FILES, **changes}, created=f"2026-01-{n + 1:02d}T00:00:00+00:00"
+    )
+    publish(directory, s3.url, client=s3.client)
+    return build_id
+
+
+def _source(s3: S3Bucket, tmp_path: Path, clock: Clock, client: Any = None) -> S3IndexSource:
+    source = IndexSource.from_location(
+        s3.url,
+        cache_dir=tmp_path / "cache",
+        refresh_s=30,
+        client=client if client is not None else s3.server.client(),
+        clock=clock,
+    )
+    assert isinstance(source, S3IndexSource)
+    return source
+
+
+def _same_files(directory: Path, expected: dict[str, bytes]) -> None:
+    for name, data in expected.items():
+        assert (directory / name).read_bytes() == data, name
+    manifest = json.loads((directory / "manifest.json").read_bytes())
+    assert set(manifest["files"]) == set(expected)
+    assert not [p for p in directory.iterdir() if p.name.endswith(".part")]
+
+
+def test_fetch_downloads_the_live_build_into_the_cache(s3: S3Bucket, tmp_path: Path) -> None:
+    build_id = _publish(s3, tmp_path, 1)
+    source = _source(s3, tmp_path, Clock())
+
+    path = source.fetch()
+    assert path == tmp_path / "cache" / build_id
+    assert source.build_id == build_id and source.path == path
+    _same_files(path, {**FILES, "chunks.jsonl": b'{"id": "1"}\n'})
+
+
+def test_a_cached_build_is_not_downloaded_again(s3: S3Bucket, tmp_path: Path) -> None:
+    _publish(s3, tmp_path, 1)
+    _source(s3, tmp_path, Clock()).fetch()
+    client, calls = s3.counting_client()
+
+    _source(s3, tmp_path, Clock(), client).fetch()  # a new process, same /tmp
+    assert calls["GetObject"] == 1  # current.json only
+
+
+def test_check_for_update_is_throttled_and_conditional(s3: S3Bucket, tmp_path: Path) -> None:
+    _publish(s3, tmp_path, 1)
+    clock = Clock()
+    client, calls = s3.counting_client()
+    source = _source(s3, tmp_path, clock, client)
+    source.fetch()
+    gets = calls["GetObject"]
+
+    assert source.check_for_update() is None  # within refresh_s: no request at all
+    assert calls["GetObject"] == gets
+    clock.now += 31
+    assert source.check_for_update() is None  # one conditional GET, answered 304
+    assert calls["GetObject"] == gets + 1
+
+
+def test_check_for_update_picks_up_a_new_build_and_shares_the_model(
+    s3: S3Bucket, tmp_path: Path
+) -> None:
+    first = _publish(s3, tmp_path, 1)
+    clock = Clock()
+    source = _source(s3, tmp_path, clock)
+    old = source.fetch()
+    second = _publish(s3, tmp_path, 2)
+
+    clock.now += 31
+    new = source.check_for_update()
+    assert new == tmp_path / "cache" / second and source.build_id == second
+    _same_files(new, {**FILES, "chunks.jsonl": b'{"id": "2"}\n'})
+    # The model is the same file on disk, not a second download.
+    assert (new / "model.onnx").stat().st_ino == (old / "model.onnx").stat().st_ino
+    assert old.name == first and old.is_dir()  # the previous build stays for in-flight readers
+
+
+def test_at_most_two_builds_stay_cached(s3: S3Bucket, tmp_path: Path) -> None:
+    clock = Clock()
+    _publish(s3, tmp_path, 1)
+    source = _source(s3, tmp_path, clock)
+    source.fetch()
+    for n in (2, 3, 4):
+        build_id = _publish(s3, tmp_path, n)
+        clock.now += 31
+        assert source.check_for_update() == tmp_path / "cache" / build_id
+        assert len([p for p in (tmp_path / "cache").iterdir() if p.is_dir()]) <= 2
+    assert (tmp_path / "cache" / build_id / "model.onnx").read_bytes() == FILES["model.onnx"]
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("vectors.npy", b"\xff" * len(FILES["vectors.npy"])),  # same size, wrong bytes
+        ("vectors.npy", FILES["vectors.npy"][:100]),  # truncated
+        ("model.onnx", FILES["model.onnx"] + b"trailing"),  # too long
+    ],
+)
+def test_a_corrupt_object_is_named_and_the_previous_build_keeps_serving(
+    s3: S3Bucket, tmp_path: Path, name: str, body: bytes
+) -> None:
+    first = _publish(s3, tmp_path, 1)
+    clock = Clock()
+    source = _source(s3, tmp_path, clock)
+    old = source.fetch()
+    second = _publish(
+        s3, tmp_path, 2, **{"vectors.npy": b"\x01" * 2048, "model.onnx": b"\x02" * 4096}
+    )
+    key = f"site/builds/{second}/{name}"
+    s3.client.put_object(Bucket=s3.name, Key=key, Body=body)
+
+    clock.now += 31
+    with pytest.raises(IndexFormatError, match=re.escape(f"s3://{s3.name}/{key} is corrupt")):
+        source.check_for_update()
+    assert source.build_id == first and source.path == old
+    _same_files(old, {**FILES, "chunks.jsonl": b'{"id": "1"}\n'})
+    assert not (tmp_path / "cache" / second / "manifest.json").exists()
+
+    # Once the object is right again, the next check takes the new build.
+    s3.client.put_object(
+        Bucket=s3.name, Key=key, Body=b"\x01" * 2048 if name == "vectors.npy" else b"\x02" * 4096
+    )
+    clock.now += 31
+    assert source.check_for_update() == tmp_path / "cache" / second
+
+
+def test_a_manifest_that_does_not_match_current_json_is_refused(
+    s3: S3Bucket, tmp_path: Path
+) -> None:
+    build_id = _publish(s3, tmp_path, 1)
+    key = f"site/builds/{build_id}/manifest.json"
+    manifest = json.loads(s3.get(key))
+    manifest["files"]["chunks.jsonl"]["size"] += 1
+    s3.client.put_object(Bucket=s3.name, Key=key, Body=json.dumps(manifest).encode())
+
+    with pytest.raises(IndexFormatError, match=re.escape(f"{key} is corrupt or was overwritten")):
+        _source(s3, tmp_path, Clock()).fetch()
+
+
+def test_nothing_published_says_how_to_publish(s3: S3Bucket, tmp_path: Path) -> None:
+    with pytest.raises(IndexStoreError, match=r"no index is published.*anchored publish"):
+        _source(s3, tmp_path, Clock()).fetch()
+
+
+def test_an_unreachable_store_names_the_cause(tmp_path: Path) -> None:
+    unreachable = MotoS3()
+    unreachable.endpoint_url = "http://127.0.0.1:9"  # nothing listens there
+    client = unreachable.client(retries={"max_attempts": 1}, connect_timeout=2)
+    source = IndexSource.from_location("s3://bkt/site", cache_dir=tmp_path, client=client)
+    with pytest.raises(IndexStoreError, match=r"cannot reach S3.*current.json.*Could not connect"):
+        source.fetch()
+
+
+def test_a_full_disk_is_reported_before_downloading(
+    s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish(s3, tmp_path, 1)
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: SimpleNamespace(total=1, used=1, free=0))
+    with pytest.raises(IndexStoreError, match=r"no space left in .*EphemeralStorage"):
+        _source(s3, tmp_path, Clock()).fetch()
+
+
+def test_running_out_of_space_while_writing_is_a_clear_error(
+    s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _publish(s3, tmp_path, 1)
+
+    def full(*_: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(index_store.os, "replace", full)
+    with pytest.raises(IndexStoreError, match="no space left in"):
+        _source(s3, tmp_path, Clock()).fetch()
+    assert not [p for p in tmp_path.rglob("*.part")]
+
+
+def test_with_retries_retries_only_transient_failures() -> None:
+    delays: list[float] = []
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+        return "ok"
+
+    assert with_retries(flaky, sleep=delays.append) == "ok"
+    assert len(delays) == 2 and delays[0] < delays[1] * 2
+
+    def denied() -> None:
+        attempts.append(1)
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetObject")
+
+    attempts.clear()
+    with pytest.raises(ClientError):
+        with_retries(denied, sleep=delays.append)
+    assert len(attempts) == 1
+
+
+def test_a_local_directory_is_used_in_place(tmp_path: Path) -> None:
+    build_id = write_fake_index(tmp_path / "index", FILES)
+    clock = Clock()
+    for location in (tmp_path / "index", f"file://{tmp_path / 'index'}"):
+        source = IndexSource.from_location(location, refresh_s=5, clock=clock)
+        assert isinstance(source, LocalIndexSource)
+        assert source.fetch() == tmp_path / "index" and source.build_id == build_id
+
+    assert source.check_for_update() is None
+    write_fake_index(tmp_path / "index", {**FILES, "chunks.jsonl": b"rebuilt\n"})
+    assert source.check_for_update() is None  # not yet: refresh_s has not passed
+    clock.now += 6
+    assert source.check_for_update() == tmp_path / "index"
+    assert source.build_id != build_id
+
+
+def test_a_missing_local_index_says_how_to_build_one(tmp_path: Path) -> None:
+    with pytest.raises(IndexStoreError, match=r"manifest.json is missing"):
+        IndexSource.from_location(tmp_path).fetch()
+    with pytest.raises(IndexStoreError, match="unsupported index location"):
+        IndexSource.from_location("https://example.com/index")
