@@ -1,0 +1,264 @@
+"""Sentence splitting shared by the citation parser and the extractive answerer.
+
+Documentation text is not prose: it carries file names (``mkdocs.yml``),
+versions (``1.2.3``), abbreviations (``e.g.``), inline code, fenced code blocks,
+list items and Chinese punctuation. The splitter is a single left-to-right scan
+that never cuts inside code, treats every line break as a boundary (list items,
+table rows and the blocks of a section are separate lines), and keeps citation
+markers that follow a full stop (``… 8000. [1]``) with the sentence they cite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# A citation marker: [1], [1, 2], [1-3], [1][2] is two markers. Full-width
+# brackets (【1】, ［1］) and a leading "source"/"passage" word are accepted
+# because models writing Chinese or following other prompts produce them.
+CITATION_MARKER = re.compile(
+    r"[\[【［]\s*(?:(?:sources?|passages?|refs?)\s*)?"
+    r"\d{1,4}(?:\s*[,，;、\-–—~]\s*\d{1,4})*\s*[\]】］]",
+    re.IGNORECASE,
+)
+
+_TERMINATORS = ".!?"
+_CJK_TERMINATORS = "。！？"
+_CLOSERS = "\"')]}”’»」』）】〕"
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})", re.MULTILINE)
+_BACKTICKS = re.compile(r"`+")
+_LIST_MARKER_ONLY = re.compile(r"^\s*(?:[-*+]\s+)?(?:\d{1,3}|[A-Za-z]|[ivxlcIVXLC]{1,5})$")
+_MARKER_TAIL = re.compile(r"[ \t]*(?:" + CITATION_MARKER.pattern + r")", re.IGNORECASE)
+_MARKER_END_PUNCT = re.compile(r"[ \t]*[.。](?=\s|$)")
+# Abbreviations after which "." does not end a sentence. "etc." is absent on
+# purpose: it often does end one, and "etc. and" is caught by the lowercase rule.
+_ABBREVIATIONS = frozenset(
+    {
+        "al",
+        "approx",
+        "ca",
+        "cf",
+        "dr",
+        "eq",
+        "esp",
+        "fig",
+        "incl",
+        "jr",
+        "mr",
+        "mrs",
+        "ms",
+        "no",
+        "nr",
+        "pp",
+        "resp",
+        "sec",
+        "sr",
+        "st",
+        "viz",
+        "vol",
+        "vs",
+    }
+)
+_DOTTED_ABBREVIATION = re.compile(r"^[a-z](?:\.[a-z])+$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: its stripped text and its ``[start, end)`` span in the source."""
+
+    text: str
+    start: int
+    end: int
+
+
+def is_cjk(ch: str) -> bool:
+    """True for a CJK ideograph, kana, hangul or CJK punctuation character."""
+    code = ord(ch)
+    return (
+        0x3000 <= code <= 0x30FF  # CJK punctuation, hiragana, katakana
+        or 0x3400 <= code <= 0x4DBF
+        or 0x4E00 <= code <= 0x9FFF
+        or 0xAC00 <= code <= 0xD7AF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFFEF  # full-width forms
+        or 0x20000 <= code <= 0x2FA1F
+    )
+
+
+def code_spans(text: str) -> list[tuple[int, int, bool]]:
+    """Spans of code in Markdown-ish ``text``: ``(start, end, is_fenced_block)``.
+
+    A fenced block runs from an opening fence at the start of a line to the
+    matching closing fence (or the end of the text). An inline span is a run of
+    backticks closed by a run of the same length before a blank line; an
+    unmatched run is ordinary text. Spans are sorted and do not overlap.
+    """
+    spans: list[tuple[int, int, bool]] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        fence = _FENCE_OPEN.search(text, pos)
+        inline = _BACKTICKS.search(text, pos)
+        if fence is None and inline is None:
+            break
+        if fence is not None and (inline is None or fence.start() <= inline.start()):
+            marker = fence.group(1)
+            line_end = text.find("\n", fence.end())
+            if line_end == -1:
+                spans.append((fence.start(), n, True))
+                break
+            closing = re.compile(
+                r"^[ \t]*" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*$",
+                re.MULTILINE,
+            ).search(text, line_end + 1)
+            end = n if closing is None else closing.end()
+            spans.append((fence.start(), end, True))
+            pos = end
+            continue
+        assert inline is not None
+        run = inline.group(0)
+        limit = text.find("\n\n", inline.end())
+        limit = n if limit == -1 else limit
+        close = re.compile(r"(?<!`)" + run + r"(?!`)").search(text, inline.end(), limit)
+        if close is None:
+            pos = inline.end()
+            continue
+        spans.append((inline.start(), close.end(), False))
+        pos = close.end()
+    return spans
+
+
+def outside_code(text: str) -> str:
+    """``text`` with every code span blanked to spaces (offsets are preserved)."""
+    if "`" not in text and "~~~" not in text:
+        return text
+    chars = list(text)
+    for start, end, _ in code_spans(text):
+        for i in range(start, end):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+def sentence_spans(text: str) -> list[Sentence]:
+    """Split ``text`` into sentences, keeping their offsets.
+
+    Boundaries: ``.``, ``!``, ``?`` (with closing quotes/brackets) followed by
+    whitespace and not by a lowercase letter, or directly by a CJK character;
+    ``。！？`` anywhere; every line break; both ends of a fenced code block, which
+    is one sentence. Not boundaries: a ``.`` inside a token (``1.2.3``,
+    ``mkdocs.yml``), after an abbreviation (``e.g.``, ``i.e.``, ``vs.``), after a
+    list number (``1. Install``), or anything inside code.
+    """
+    spans = code_spans(text)
+    cuts: list[int] = []
+    n = len(text)
+    seg_start = 0
+    i = 0
+    span_index = 0
+    while i < n:
+        while span_index < len(spans) and spans[span_index][0] < i:
+            span_index += 1
+        if span_index < len(spans) and spans[span_index][0] == i:
+            start, end, fenced = spans[span_index]
+            span_index += 1
+            if fenced:
+                cuts.extend((start, end))
+                seg_start = end
+            i = end
+            continue
+        ch = text[i]
+        if ch == "\n":
+            cuts.append(i)
+            seg_start = i + 1
+            i += 1
+            continue
+        if ch in _CJK_TERMINATORS:
+            j = _skip(text, i + 1, _CJK_TERMINATORS + _TERMINATORS + _CLOSERS)
+            j = _absorb_markers(text, j)
+            cuts.append(j)
+            seg_start = i = j
+            continue
+        if ch in _TERMINATORS:
+            j = _skip(text, i + 1, _TERMINATORS)
+            j = _skip(text, j, _CLOSERS)
+            if j >= n:
+                cuts.append(n)
+                break
+            nxt = text[j]
+            if is_cjk(nxt) and nxt not in "，、；：":
+                cuts.append(j)
+                seg_start = i = j
+                continue
+            if nxt.isspace() and _ends_sentence(text, seg_start, i, j):
+                j = _absorb_markers(text, j)
+                cuts.append(j)
+                seg_start = i = j
+                continue
+            i = j
+            continue
+        i += 1
+    cuts.append(n)
+
+    sentences: list[Sentence] = []
+    start = 0
+    for cut in sorted(set(cuts)):
+        if cut <= start:
+            continue
+        piece = text[start:cut]
+        stripped = piece.strip()
+        if stripped:
+            lead = len(piece) - len(piece.lstrip())
+            sentences.append(Sentence(stripped, start + lead, start + lead + len(stripped)))
+        start = cut
+    return sentences
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (see :func:`sentence_spans`), stripped."""
+    return [s.text for s in sentence_spans(text)]
+
+
+def _skip(text: str, pos: int, chars: str) -> int:
+    while pos < len(text) and text[pos] in chars:
+        pos += 1
+    return pos
+
+
+def _ends_sentence(text: str, seg_start: int, dot: int, after: int) -> bool:
+    """Decide whether the terminator at ``dot`` (followed by whitespace) ends a sentence."""
+    k = after
+    while k < len(text) and text[k] in " \t":
+        k += 1
+    if k < len(text) and text[k] != "\n" and text[k].islower():
+        return False
+    if text[dot] != ".":
+        return True
+    if _LIST_MARKER_ONLY.match(text[seg_start:dot]):
+        return False
+    w = dot
+    while w > seg_start and (text[w - 1].isalpha() or text[w - 1] == "."):
+        w -= 1
+    word = text[w:dot]
+    if not word or (w > seg_start and text[w - 1].isdigit()):
+        return True
+    if _DOTTED_ABBREVIATION.match(word):
+        return False
+    lower = word.lower()
+    if lower == "no":
+        return not (k < len(text) and text[k].isdigit())
+    return lower not in _ABBREVIATIONS
+
+
+def _absorb_markers(text: str, pos: int) -> int:
+    """Extend a sentence end over citation markers that follow it (``8000. [1]``)."""
+    end = pos
+    while True:
+        m = _MARKER_TAIL.match(text, end)
+        if m is None:
+            break
+        end = m.end()
+    if end == pos:
+        return pos
+    punct = _MARKER_END_PUNCT.match(text, end)
+    return punct.end() if punct else end
