@@ -1,0 +1,117 @@
+"""The one contract every language-model client implements, and helpers they share."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant"]
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant"))
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message of a chat: who says it and what."""
+
+    role: Role
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {sorted(ROLES)}, got {self.role!r}")
+        if not isinstance(self.content, str):
+            raise TypeError(f"content must be a str, got {type(self.content).__name__}")
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """A language model that completes a chat with text.
+
+    ``complete`` blocks (run it in a thread pool from async code), returns the
+    answer text (never empty) and raises :class:`anchored_query.errors.LLMError`
+    on any provider failure, after its own retries. ``timeout_s`` limits each
+    attempt; ``None`` means the client's default.
+    """
+
+    name: str
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> str:
+        """Answer the chat ``messages`` with text."""
+        ...
+
+
+def check_request(messages: Sequence[ChatMessage], max_tokens: int, temperature: float) -> None:
+    """Raise ValueError for a request no provider would accept (a caller's bug, not an outage)."""
+    if not any(m.role == "user" and m.content.strip() for m in messages):
+        raise ValueError("messages need at least one non-empty user message")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if not (isinstance(temperature, int | float) and 0.0 <= temperature <= 2.0):
+        raise ValueError(f"temperature must be between 0 and 2, got {temperature!r}")
+
+
+def check_timeout(timeout_s: float, what: str = "timeout_s") -> float:
+    """Return ``timeout_s`` as a float after checking it is a positive, finite number."""
+    value = float(timeout_s)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{what} must be a positive number of seconds, got {timeout_s!r}")
+    return value
+
+
+_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+
+
+def strip_reasoning(text: str) -> str:
+    """Drop a leading ``<think>…</think>`` block that reasoning models served by
+    Ollama / vLLM / llama.cpp put before the answer."""
+    return _THINK_BLOCK.sub("", text, count=1)
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    ``Retry-After`` may be seconds or an HTTP date; anything unreadable is ``None``.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        value = when.timestamp() - (time.time() if now is None else now)
+        return max(0.0, value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def backoff_s(attempt: int, base_s: float) -> float:
+    """Jittered exponential back-off before retry number ``attempt`` (1-based)."""
+    if base_s <= 0:
+        return 0.0
+    return base_s * (2.0 ** (attempt - 1)) * (0.5 + random.random() / 2)

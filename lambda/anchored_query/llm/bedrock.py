@@ -1,0 +1,280 @@
+"""Client for Amazon Bedrock's Converse API (``POST /model/{modelId}/converse``).
+
+Credentials come from the usual AWS chain (the function's IAM role on Lambda).
+botocore signs, times out and retries (``standard`` mode); this module only
+shapes the request, reads ``output.message.content[*].text`` and maps every
+failure to an :class:`~anchored_query.errors.LLMError` category.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+import boto3
+import botocore.loaders
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    HTTPClientError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+from botocore.parsers import ResponseParserError
+
+from anchored_query.errors import LLMError, LLMErrorCategory, redact
+from anchored_query.llm.base import ChatMessage, check_request, check_timeout, strip_reasoning
+
+# Error codes of the Converse API (and of AWS in general) by category.
+_CODE_CATEGORIES: dict[str, LLMErrorCategory] = {
+    "ThrottlingException": "rate_limited",
+    "ServiceQuotaExceededException": "rate_limited",
+    "TooManyRequestsException": "rate_limited",
+    "ModelNotReadyException": "rate_limited",
+    "InternalServerException": "http_5xx",
+    "ServiceUnavailableException": "http_5xx",
+    "ModelErrorException": "model_error",
+    "ModelTimeoutException": "timeout",
+    "ValidationException": "bad_request",
+    "ResourceNotFoundException": "bad_request",
+    "AccessDeniedException": "auth",
+    "UnrecognizedClientException": "auth",
+    "InvalidSignatureException": "auth",
+    "ExpiredTokenException": "auth",
+    "IncompleteSignature": "auth",
+    "MissingAuthenticationTokenException": "auth",
+}
+_REFUSED_STOPS = frozenset(("guardrail_intervened", "content_filtered"))
+_MAX_CLIENTS = 4
+
+
+class BedrockClient:
+    """Bedrock Converse with botocore's connect/read timeouts and ``standard`` retries.
+
+    ``region`` empty or ``None`` means the function's own (``AWS_REGION``, which
+    Lambda sets). ``max_retries`` extra attempts are made on throttling, 5xx, timeouts and
+    dropped connections. ``endpoint_url`` points boto3 elsewhere (a VPC
+    endpoint, or a fake server in tests). A ``timeout_s`` given to
+    :meth:`complete` gets its own botocore client (a few are cached, keyed by the
+    timeout to 0.1 s): pass a handful of distinct values, not a per-request budget.
+    """
+
+    def __init__(
+        self,
+        model_id: str,
+        region: str | None,
+        endpoint_url: str | None = None,
+        timeout_s: float = 30.0,
+        max_retries: int = 1,
+        *,
+        connect_timeout_s: float = 5.0,
+        session: boto3.Session | None = None,
+    ) -> None:
+        if not model_id.strip():
+            raise ValueError("model_id must name a Bedrock model or inference profile")
+        region = (region or "").strip() or _environment_region()
+        if not region:
+            raise ValueError("region must be an AWS region, e.g. us-east-1 (or set AWS_REGION)")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.name = f"bedrock:{model_id}"
+        self.model_id = model_id
+        self.region = region
+        self.endpoint_url = endpoint_url or None
+        self.timeout_s = check_timeout(timeout_s)
+        self.connect_timeout_s = check_timeout(connect_timeout_s, "connect_timeout_s")
+        self.max_retries = int(max_retries)
+        self._session: Any = session
+        self._clients: dict[float, Any] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"BedrockClient(name={self.name!r}, region={self.region!r})"
+
+    def __enter__(self) -> BedrockClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every botocore client this object made."""
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    def _client(self, timeout_s: float) -> Any:
+        # botocore fixes timeouts per client: keep one client per timeout (to 0.1 s), a few
+        # at most, all from one session so credentials are resolved once.
+        key = max(0.1, round(timeout_s, 1))
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                if self._session is None:
+                    self._session = _new_session()
+                config = Config(
+                    region_name=self.region,
+                    connect_timeout=min(self.connect_timeout_s, key),
+                    read_timeout=key,
+                    retries={"mode": "standard", "total_max_attempts": self.max_retries + 1},
+                    user_agent_extra="anchored",
+                )
+                create = getattr(self._session, "client", None) or self._session.create_client
+                client = create("bedrock-runtime", endpoint_url=self.endpoint_url, config=config)
+                if len(self._clients) >= _MAX_CLIENTS:  # forget the oldest; GC closes it
+                    del self._clients[next(iter(self._clients))]
+                self._clients[key] = client
+            return client
+
+    def _secrets(self) -> tuple[str, ...]:
+        """The credentials in use, to mask them should a message ever echo one."""
+        try:
+            creds = self._session.get_credentials() if self._session is not None else None
+            frozen = creds.get_frozen_credentials() if creds is not None else None
+        except BotoCoreError:
+            return ()
+        if frozen is None:
+            return ()
+        return tuple(s for s in (frozen.access_key, frozen.secret_key, frozen.token) if s)
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> str:
+        """Send the chat through Converse and return the answer text; raise LLMError on failure."""
+        check_request(messages, max_tokens, temperature)
+        per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        request: dict[str, Any] = {
+            "modelId": self.model_id,
+            "messages": converse_messages(messages),
+            "inferenceConfig": {"maxTokens": max_tokens, "temperature": float(temperature)},
+        }
+        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+        if system.strip():
+            request["system"] = [{"text": system}]
+        try:
+            client = self._client(per_attempt_s)
+            response = client.converse(**request)
+        except ClientError as exc:
+            raise self._client_error(exc) from None
+        except (ReadTimeoutError, ConnectTimeoutError) as exc:
+            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
+        except (EndpointConnectionError, ConnectionClosedError, BotoConnectionError) as exc:
+            raise self._error("connection", str(exc), exc) from None
+        except HTTPClientError as exc:
+            raise self._error("connection", str(exc), exc) from None
+        except (NoCredentialsError, PartialCredentialsError, NoRegionError) as exc:
+            raise self._error("auth", str(exc), exc) from None
+        except ResponseParserError as exc:
+            raise self._error("malformed", "response is not the Converse format", exc) from None
+        except BotoCoreError as exc:
+            raise self._error("unexpected", str(exc), exc) from None
+        return self._text(response)
+
+    def _error(self, category: LLMErrorCategory, detail: str, exc: Exception) -> LLMError:
+        detail = redact(f"{type(exc).__name__}: {detail}", *self._secrets())
+        return LLMError(category, detail, provider=self.name)
+
+    def _client_error(self, exc: ClientError) -> LLMError:
+        error = exc.response.get("Error", {})
+        meta = exc.response.get("ResponseMetadata", {})
+        code = str(error.get("Code", ""))
+        status = meta.get("HTTPStatusCode")
+        status = status if isinstance(status, int) else None
+        category = _CODE_CATEGORIES.get(code)
+        if category is None:
+            if status == 429:
+                category = "rate_limited"
+            elif status in (401, 403):
+                category = "auth"
+            elif status is not None and status >= 500:
+                category = "http_5xx"
+            elif status is not None and 400 <= status < 500:
+                category = "bad_request"
+            else:
+                category = "unexpected"
+        attempts = int(meta.get("RetryAttempts", 0)) + 1
+        detail = f"{code or 'error'}: {error.get('Message', '')} ({attempts} attempt(s))"
+        detail = redact(detail, *self._secrets())
+        return LLMError(category, detail, provider=self.name, status=status)
+
+    def _text(self, response: Any) -> str:
+        stop = response.get("stopReason") if isinstance(response, dict) else None
+        if stop in _REFUSED_STOPS:
+            raise LLMError("refused", f"stopReason={stop}", provider=self.name)
+        if stop == "malformed_model_output":
+            raise LLMError("malformed", f"stopReason={stop}", provider=self.name)
+        try:
+            content = response["output"]["message"]["content"]
+        except (KeyError, TypeError):
+            raise LLMError(
+                "malformed", "response has no output.message.content", provider=self.name
+            ) from None
+        if not isinstance(content, list):
+            raise LLMError("malformed", "output.message.content is not a list", provider=self.name)
+        texts = [
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
+        text = strip_reasoning("".join(texts)).strip()
+        if not text:
+            raise LLMError("empty", f"no text (stopReason={stop!r})", provider=self.name)
+        return text
+
+
+def _environment_region() -> str:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or ""
+
+
+@functools.cache
+def _loader() -> botocore.loaders.Loader:
+    return botocore.loaders.create_loader()
+
+
+def _new_session() -> botocore.session.Session:
+    # A fresh session per client (credentials resolved from the environment as it is now),
+    # but one loader per process, so the service model JSON is parsed once.
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _loader())
+    return session
+
+
+def converse_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """Turn chat messages into Converse ``messages``: system messages left out (they go
+    in ``system``), blank ones dropped, consecutive same-role messages merged, and any
+    assistant messages before the first user message dropped (Converse must start with
+    the user and alternate)."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system" or not message.content.strip():
+            continue
+        if not turns and message.role != "user":
+            continue
+        if turns and turns[-1]["role"] == message.role:
+            turns[-1]["content"][0]["text"] += "\n\n" + message.content
+        else:
+            turns.append({"role": message.role, "content": [{"text": message.content}]})
+    return turns

@@ -1,0 +1,276 @@
+"""Client for any OpenAI-compatible chat completions endpoint.
+
+One request shape covers OpenAI, vLLM, Ollama (``http://host:11434/v1``) and
+the llama.cpp server: ``POST {base_url}/chat/completions`` with ``model``,
+``messages``, ``max_tokens`` and ``temperature``; the answer is
+``choices[0].message.content``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+
+from anchored_query.errors import LLMError, LLMErrorCategory, redact
+from anchored_query.llm.base import (
+    ChatMessage,
+    backoff_s,
+    check_request,
+    check_timeout,
+    retry_after_s,
+    strip_reasoning,
+)
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE: frozenset[LLMErrorCategory] = frozenset(
+    ("timeout", "connection", "http_5xx", "rate_limited")
+)
+
+
+class _RetryableFailure(Exception):
+    """One attempt failed in a way another attempt may fix."""
+
+    def __init__(self, error: LLMError, wait_s: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.wait_s = wait_s
+
+
+class OpenAICompatClient:
+    """Chat completions over HTTP, with one retry on a transient failure by default.
+
+    ``api_key`` may be empty (Ollama, llama.cpp): then no ``Authorization``
+    header is sent. The key is never logged and never put in an error.
+
+    Each attempt is limited to ``timeout_s`` (connect, each read, and the whole
+    body); on a timeout, connection error, 5xx or 429 the request is tried
+    again up to ``max_retries`` times, waiting the server's ``Retry-After``
+    when it is at most ``max_retry_after_s`` (a longer one fails at once:
+    waiting would outlast the caller), else a short jittered back-off.
+    Worst case ≈ ``(max_retries + 1) * timeout_s`` plus the waits.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        timeout_s: float = 30.0,
+        max_retries: int = 1,
+        *,
+        connect_timeout_s: float = 5.0,
+        max_retry_after_s: float = 2.0,
+        backoff_base_s: float = 0.25,
+        token_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        max_response_bytes: int = 4_000_000,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        parts = urlsplit(base_url.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("base_url must be an http(s) URL, e.g. https://api.openai.com/v1")
+        if not model.strip():
+            raise ValueError("model must name the model to call, e.g. gpt-4o-mini")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.name = f"openai:{model}"
+        self.model = model
+        self.url = base_url.strip().rstrip("/") + "/chat/completions"
+        self.timeout_s = check_timeout(timeout_s)
+        self.connect_timeout_s = check_timeout(connect_timeout_s, "connect_timeout_s")
+        self.max_retries = int(max_retries)
+        self.max_retry_after_s = max_retry_after_s
+        self.backoff_base_s = backoff_base_s
+        self.token_param = token_param
+        self.max_response_bytes = max_response_bytes
+        self._api_key = api_key
+        self._headers = {"Accept": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._http = httpx.Client(follow_redirects=False, verify=_ssl_context())
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatClient(name={self.name!r})"
+
+    def __enter__(self) -> OpenAICompatClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._http.close()
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> str:
+        """Send the chat and return the answer text; raise LLMError when the provider fails."""
+        check_request(messages, max_tokens, temperature)
+        per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            self.token_param: max_tokens,
+            "temperature": temperature,
+            "stream": False,
+        }
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._attempt(body, per_attempt_s)
+            except _RetryableFailure as failure:
+                error, wait = failure.error, failure.wait_s
+                if attempt == attempts:
+                    raise error from None
+                if wait is not None and wait > self.max_retry_after_s:
+                    logger.warning(
+                        "%s: %s; server asks to wait %.1fs, more than %.1fs: not retrying",
+                        self.name,
+                        error.category,
+                        wait,
+                        self.max_retry_after_s,
+                    )
+                    raise error from None
+                delay = backoff_s(attempt, self.backoff_base_s) if wait is None else wait
+                logger.warning(
+                    "%s: attempt %d/%d failed (%s: %s); retrying in %.2fs",
+                    self.name,
+                    attempt,
+                    attempts,
+                    error.category,
+                    error.detail,
+                    delay,
+                )
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _error(
+        self, category: LLMErrorCategory, detail: str, status: int | None = None
+    ) -> LLMError:
+        return LLMError(category, redact(detail, self._api_key), provider=self.name, status=status)
+
+    def _attempt(self, body: dict[str, Any], timeout_s: float) -> str:
+        timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
+        deadline = time.monotonic() + timeout_s
+        try:
+            with self._http.stream(
+                "POST", self.url, json=body, headers=self._headers, timeout=timeout
+            ) as response:
+                raw = self._read_body(response, deadline, timeout_s)
+                status, headers = response.status_code, response.headers
+        except httpx.TimeoutException as exc:
+            raise _RetryableFailure(
+                self._error("timeout", f"no answer within {timeout_s:g}s ({type(exc).__name__})")
+            ) from None
+        except httpx.DecodingError as exc:
+            raise self._error("malformed", f"undecodable body: {type(exc).__name__}") from None
+        except httpx.TransportError as exc:
+            raise _RetryableFailure(
+                self._error("connection", f"{type(exc).__name__}: {exc}")
+            ) from None
+
+        if 200 <= status < 300:
+            return self._parse(raw, status)
+        detail = _error_detail(raw)
+        if status == 429:
+            wait = retry_after_s(headers)
+            raise _RetryableFailure(self._error("rate_limited", detail, status), wait)
+        if status >= 500:
+            wait = retry_after_s(headers) if status == 503 else None
+            raise _RetryableFailure(self._error("http_5xx", detail, status), wait)
+        if status == 408:
+            raise _RetryableFailure(self._error("timeout", detail, status))
+        if status in (401, 403):
+            raise self._error("auth", detail, status)
+        if 400 <= status < 500:
+            raise self._error("bad_request", detail, status)
+        raise self._error("unexpected", detail, status)
+
+    def _read_body(self, response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise self._error(
+                    "malformed", f"response larger than {self.max_response_bytes} bytes"
+                )
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"body not read within {timeout_s:g}s")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, raw: bytes, status: int) -> str:
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise self._error("malformed", "response is not JSON", status) from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise self._error("malformed", "response has no choices[0]", status)
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise self._error("malformed", "choices[0] has no message", status)
+        finish = choice.get("finish_reason")
+        refusal = message.get("refusal")
+        if (isinstance(refusal, str) and refusal.strip()) or finish == "content_filter":
+            raise self._error("refused", f"finish_reason={finish!r}", status)
+        if "content" not in message:
+            raise self._error("malformed", "choices[0].message has no content", status)
+        content = message["content"]
+        if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+            texts = [p.get("text") for p in content if isinstance(p, dict)]
+            if not all(isinstance(t, str) for t in texts):
+                raise self._error("malformed", "content part without text", status)
+            content = "".join(t for t in texts if isinstance(t, str))
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise self._error("malformed", f"content is a {type(content).__name__}", status)
+        text = strip_reasoning(content).strip()
+        if not text:
+            raise self._error("empty", f"no text (finish_reason={finish!r})", status)
+        return text
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Loading the CA bundle takes ~0.1 s; every client in the process shares one context.
+    return httpx.create_ssl_context()
+
+
+def _error_detail(raw: bytes) -> str:
+    """A short description of an error body: OpenAI's ``error.{type,code,message}``,
+    Ollama's ``{"error": "..."}``, or the start of the text."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return raw[:200].decode("utf-8", "replace")
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        parts = [str(error.get(k)) for k in ("type", "code", "message") if error.get(k)]
+        return " / ".join(parts)[:300]
+    if isinstance(error, str):
+        return error[:300]
+    return json.dumps(data)[:200]

@@ -1,0 +1,151 @@
+"""A fake OpenAI-compatible server: ``POST /v1/chat/completions`` (non-streaming).
+
+Requests are checked like a real server would (JSON, ``model``, ``messages``
+with known roles): a broken one gets a 400 in OpenAI's error shape and is
+still recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+from . import (
+    Behaviour,
+    Empty,
+    FakeServer,
+    Malformed,
+    RecordedRequest,
+    Refuse,
+    Reply,
+    Status,
+    _Handler,
+    iter_text,
+    json_body,
+)
+
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_exceeded",
+}
+
+
+class FakeOpenAIServer(FakeServer):
+    """Speaks OpenAI chat completions; ``url`` is the ``base_url`` to give a client.
+
+    >>> with FakeOpenAIServer() as srv:                       # doctest: +SKIP
+    ...     srv.script(Reply("Hi [1]."), Status(503), Sleep(2, Reply("late")))
+    ...     OpenAICompatClient(srv.url, "sk-x", "m").complete(msgs)
+    """
+
+    path = "/v1/chat/completions"
+    _ids = itertools.count(1)
+
+    @property
+    def url(self) -> str:
+        """The base URL (``http://127.0.0.1:<port>/v1``)."""
+        return f"{self.root}/v1"
+
+    def parse(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> RecordedRequest:
+        """Record the chat in the normalised shape."""
+        body = json_body(raw)
+        data = body if isinstance(body, dict) else {}
+        messages: list[dict[str, str]] = []
+        for m in data.get("messages") or []:
+            if isinstance(m, dict):
+                role = "system" if m.get("role") == "developer" else str(m.get("role"))
+                messages.append({"role": role, "content": "".join(iter_text(m.get("content")))})
+        auth = headers.get("authorization", "")
+        credential = auth[7:] if auth.lower().startswith("bearer ") else (auth or None)
+        max_tokens = data.get("max_tokens", data.get("max_completion_tokens"))
+        temperature = data.get("temperature")
+        return self.record(
+            method,
+            path.split("?", 1)[0],
+            headers,
+            raw,
+            model=str(data.get("model", "")),
+            messages=messages,
+            max_tokens=max_tokens if isinstance(max_tokens, int) else None,
+            temperature=float(temperature) if isinstance(temperature, int | float) else None,
+            body=body,
+            credential=credential,
+        )
+
+    def validate(self, request: RecordedRequest) -> Status | None:
+        """400/404 for what a real server rejects."""
+        if request.method != "POST" or request.path != self.path:
+            return Status(404, f"Unknown request URL: {request.method} {request.path}")
+        body = request.body
+        if not isinstance(body, dict):
+            return Status(400, "We could not parse the JSON body of your request.")
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            return Status(400, "you must provide a model parameter")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return Status(400, "'messages' must be a non-empty array")
+        for m in messages:
+            if not isinstance(m, dict) or m.get("role") not in _ROLES:
+                return Status(400, "Invalid value for 'messages[].role'")
+            if not isinstance(m.get("content"), str | list):
+                return Status(400, "Invalid type for 'messages[].content'")
+        if body.get("stream"):
+            return Status(400, "this fake does not stream")
+        return None
+
+    def respond(self, handler: _Handler, request: RecordedRequest, behaviour: Behaviour) -> None:
+        """Write the OpenAI response for ``behaviour``."""
+        if isinstance(behaviour, Status):
+            headers = {}
+            if behaviour.retry_after is not None:
+                headers["Retry-After"] = f"{behaviour.retry_after:g}"
+            kind = behaviour.error_type or _ERROR_TYPES.get(behaviour.code, "server_error")
+            error = {"message": behaviour.message, "type": kind, "param": None, "code": None}
+            handler.send_body(behaviour.code, _dump({"error": error}), headers)
+        elif isinstance(behaviour, Malformed):
+            handler.send_body(200, behaviour.body.encode())
+        elif isinstance(behaviour, Empty):
+            handler.send_body(200, _dump(self._completion(request, "")))
+        elif isinstance(behaviour, Refuse):
+            body = self._completion(request, None, finish_reason="content_filter")
+            body["choices"][0]["message"]["refusal"] = behaviour.text
+            handler.send_body(200, _dump(body))
+        elif isinstance(behaviour, Reply):
+            handler.send_body(200, _dump(self._completion(request, behaviour.render(request))))
+        else:  # pragma: no cover - Sleep and Disconnect are handled by the base
+            raise TypeError(f"unexpected behaviour {behaviour!r}")
+
+    def _completion(
+        self, request: RecordedRequest, text: str | None, finish_reason: str = "stop"
+    ) -> dict[str, Any]:
+        prompt_tokens = len(request.prompt.split())
+        completion_tokens = len((text or "").split())
+        return {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+def _dump(data: Any) -> bytes:
+    return json.dumps(data).encode()
