@@ -1,0 +1,251 @@
+// Anchored widget entry point (loaded as <script type="module">): reads the config the
+// plugin injected, highlights a cited passage named in the URL, and adds the Ask button.
+// The dialog module is loaded on first use.
+import { clearHighlight, highlight, reveal } from './highlight.js';
+import { decodeSpec, pagePath, readParam, specFor, stripParam } from './text.js';
+
+const DEFAULTS = {
+  endpoint: '',
+  root: './',
+  page: '',
+  placeholder: 'Ask the docs…',
+  starters: [],
+  attach: '',
+  shortcut: 'a',
+  title: 'Ask the docs',
+  scopes: true,
+  timeout: 30000,
+};
+
+function readConfig() {
+  const node = document.getElementById('anchored-config');
+  let given = {};
+  try {
+    given = node ? JSON.parse(node.textContent) : {};
+  } catch {
+    console.warn('anchored: #anchored-config is not valid JSON; using defaults');
+  }
+  return { ...DEFAULTS, ...(given && typeof given === 'object' ? given : {}) };
+}
+
+const cfg = readConfig();
+// Absolute site root, fixed now: with Material's instant navigation this module runs once
+// while the page (and so the meaning of the relative `root`) changes.
+const root = new URL(cfg.root || './', location.href);
+
+/** This page's URL relative to the site root (e.g. "user-guide/config/"). */
+function currentPage() {
+  const here = decodeURIComponent(location.pathname);
+  const base = decodeURIComponent(root.pathname);
+  return here.startsWith(base) ? here.slice(base.length).replace(/(^|\/)index\.html$/, '$1') : String(cfg.page || '');
+}
+
+// ---- the highlighted passage and its small "clear" control
+let pill = null;
+
+function hidePill() {
+  if (pill) pill.remove();
+  pill = null;
+}
+
+function clear() {
+  clearHighlight();
+  hidePill();
+}
+
+function showPill(found) {
+  hidePill();
+  const btn = (label, onclick, cls = '') => {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'anchored-pill__btn ' + cls;
+    b.textContent = label;
+    b.addEventListener('click', onclick);
+    return b;
+  };
+  pill = document.createElement('div');
+  pill.className = 'anchored-ui anchored-pill';
+  pill.setAttribute('role', 'status');
+  const text = document.createElement('span');
+  text.textContent = found ? 'Cited passage highlighted' : 'The cited passage was not found on this page; showing its section.';
+  let back = 'Ask a question';
+  try {
+    if (JSON.parse(sessionStorage.getItem('anchored:conversation') || '[]').length) back = 'Back to answer';
+  } catch {
+    /* no storage: keep the neutral label */
+  }
+  pill.append(text, btn(back, () => openDialog()), btn(found ? 'Clear highlight' : 'Dismiss', clear, 'anchored-pill__clear'));
+  pill.lastChild.setAttribute('aria-keyshortcuts', 'Escape');
+  document.body.append(pill);
+}
+
+function showPassage(spec, anchor, smooth) {
+  const marks = highlight(spec, anchor);
+  if (marks.length) {
+    reveal(marks, smooth);
+  } else if (anchor && document.getElementById(anchor)) {
+    document.getElementById(anchor).scrollIntoView({ block: 'start' });
+  }
+  showPill(marks.length > 0);
+  return marks;
+}
+
+function anchorOf(hash) {
+  try {
+    return decodeURIComponent(String(hash || '').replace(/^#/, ''));
+  } catch {
+    return '';
+  }
+}
+
+/** Highlight what `?anchored-hl=` names, then drop the parameter from the address bar. */
+function highlightFromLocation() {
+  const raw = readParam(location.search);
+  if (raw == null) return;
+  history.replaceState(history.state, '', location.pathname + stripParam(location.search) + location.hash);
+  const spec = decodeSpec(raw);
+  if (!spec) return;
+  const marks = showPassage(spec, anchorOf(location.hash), false);
+  // Images and fonts still loading can move the passage: re-centre once when the page settles.
+  if (marks.length && document.readyState !== 'complete') {
+    addEventListener('load', () => marks[0].isConnected && marks[0].scrollIntoView({ block: 'center' }), { once: true });
+  }
+}
+
+/** A chip was activated: same page → highlight in place; other page → let the link navigate. */
+function navigate(citation, href, event) {
+  if (event.defaultPrevented || event.button > 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+  const u = new URL(href);
+  if (u.origin !== location.origin || pagePath(u) !== pagePath(location)) return;
+  event.preventDefault();
+  event.stopPropagation(); // keep Material's instant navigation out of it
+  if (dialog) dialog.close(false);
+  history.replaceState(history.state, '', u.pathname + stripParam(u.search) + u.hash);
+  showPassage(specFor(citation.highlight || citation.passage), anchorOf(u.hash), true);
+}
+
+// ---- ordinary search as the fallback when the API is down
+function searchHref(q) {
+  return location.pathname + '?q=' + encodeURIComponent(q);
+}
+
+function openSearch(q) {
+  const toggle = document.getElementById('__search'); // Material
+  const mdInput = document.querySelector('[data-md-component="search-query"]');
+  if (toggle && mdInput) {
+    toggle.checked = true;
+    toggle.dispatchEvent(new Event('change'));
+    mdInput.value = q;
+    mdInput.focus();
+    mdInput.dispatchEvent(new KeyboardEvent('keyup'));
+    return true;
+  }
+  const mkInput = document.getElementById('mkdocs-search-query'); // mkdocs theme
+  const mkOpen = document.querySelector('[data-bs-target="#mkdocs_search_modal"]');
+  if (mkInput && mkOpen) {
+    mkOpen.click();
+    mkInput.value = q;
+    mkInput.dispatchEvent(new KeyboardEvent('keyup'));
+    setTimeout(() => mkInput.focus(), 300);
+    return true;
+  }
+  return false;
+}
+
+// ---- the Ask button and the dialog
+let dialog = null;
+let button = null;
+
+async function openDialog(from) {
+  const opener = from || (button && button.isConnected ? button : null);
+  if (!dialog) {
+    const { createDialog } = await import('./dialog.js');
+    dialog = dialog || createDialog({ cfg, root, page: currentPage, navigate, searchHref, openSearch });
+  }
+  dialog.open(opener);
+}
+
+function makeButton() {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'anchored-ui anchored-open';
+  b.setAttribute('aria-haspopup', 'dialog');
+  b.setAttribute('aria-label', String(cfg.title || 'Ask the docs'));
+  if (cfg.shortcut) {
+    b.setAttribute('aria-keyshortcuts', String(cfg.shortcut));
+    b.title = `${cfg.title || 'Ask the docs'} (${cfg.shortcut})`;
+  }
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', 'M4 3h16a2 2 0 0 1 2 2v11a2 2 0 0 1-2 2H8l-4 4V5a2 2 0 0 1 2-2m0 2v12.2L7.2 16H20V5H4m7 8h2v2h-2v-2m1-7a3 3 0 0 1 3 3c0 1-.6 1.6-1.2 2-.5.4-.8.6-.8 1h-2c0-1.1.6-1.6 1.1-2 .5-.3.9-.6.9-1a1 1 0 0 0-2 0H9a3 3 0 0 1 3-3z');
+  svg.append(path);
+  const label = document.createElement('span');
+  label.className = 'anchored-open__label';
+  label.textContent = 'Ask';
+  b.append(svg, label);
+  b.addEventListener('click', () => openDialog(b));
+  return b;
+}
+
+/** Put the button next to the theme's search; a floating button when there is no known place. */
+function attach(b) {
+  const custom = cfg.attach && document.querySelector(cfg.attach);
+  if (custom) return custom.after(b), 'custom';
+  const mdSearch = document.querySelector('.md-header__inner .md-search');
+  const mdHeader = document.querySelector('.md-header__inner');
+  if (mdSearch || mdHeader) {
+    b.classList.add('anchored-open--md');
+    if (mdSearch) mdSearch.after(b);
+    else mdHeader.insertBefore(b, mdHeader.querySelector('.md-header__source'));
+    return 'material';
+  }
+  const mkSearch = document.querySelector('[data-bs-target="#mkdocs_search_modal"]');
+  const navbar = document.querySelector('.navbar-nav.ms-md-auto, .navbar-nav.ml-auto, .navbar-right, .navbar-nav');
+  if (mkSearch || navbar) {
+    const li = document.createElement('li');
+    li.className = 'nav-item anchored-nav-item';
+    b.classList.add('nav-link', 'anchored-open--nav');
+    li.append(b);
+    const item = mkSearch && mkSearch.closest('li');
+    if (item) item.after(li);
+    else navbar.append(li);
+    return 'navbar';
+  }
+  const form = document.querySelector('[role="search"]');
+  if (form) return form.after(b), 'search';
+  b.classList.add('anchored-open--float');
+  document.body.append(b);
+  return 'float';
+}
+
+function editable(t) {
+  return t instanceof Element && !!t.closest('input, textarea, select, [contenteditable=""], [contenteditable="true"], dialog[open]');
+}
+
+document.addEventListener('keydown', (e) => {
+  if (e.defaultPrevented || e.isComposing || e.ctrlKey || e.metaKey || e.altKey) return;
+  const searchOpen = document.getElementById('__search')?.checked || document.querySelector('.modal.show');
+  if (e.key === 'Escape' && pill && !editable(e.target) && !searchOpen) {
+    clear();
+    return;
+  }
+  if (!cfg.shortcut || e.key !== cfg.shortcut || editable(e.target) || searchOpen) return;
+  if (dialog && dialog.element.open) return;
+  e.preventDefault();
+  openDialog();
+});
+
+function onPage() {
+  if (!button || !button.isConnected) {
+    button = button || makeButton();
+    attach(button);
+  }
+  highlightFromLocation();
+}
+
+onPage();
+// Material's instant navigation swaps pages without reloading this module.
+if (window.document$ && typeof window.document$.subscribe === 'function') window.document$.subscribe(onPage);

@@ -1,0 +1,128 @@
+// Highlight a cited passage on the live page: walk text nodes (like Material's `?h=`),
+// match on a whitespace-free, lower-case key, wrap the matched ranges in <mark>.
+import { keyChars, findSpan } from './text.js';
+
+export const MARK_CLASS = 'anchored-hl';
+
+// Subtrees whose text is not part of the page's content as the index sees it.
+const IGNORE =
+  'script,style,noscript,template,textarea,.headerlink,.md-clipboard,.linenos,.linenodiv,' +
+  '.anchored-ui,[hidden]';
+
+/** The element that holds the page's content in Material, mkdocs/readthedocs themes, or anything else. */
+export function contentRoot(doc = document) {
+  return (
+    doc.querySelector('article.md-content__inner') ||
+    doc.querySelector('[role="main"]') ||
+    doc.querySelector('main') ||
+    doc.querySelector('article') ||
+    doc.body
+  );
+}
+
+function textNodes(root) {
+  const doc = root.ownerDocument;
+  const walker = doc.createTreeWalker(root, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT, {
+    acceptNode(n) {
+      if (n.nodeType === 1) return n.matches(IGNORE) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_SKIP;
+      return NodeFilter.FILTER_ACCEPT;
+    },
+  });
+  const out = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) out.push(n);
+  return out;
+}
+
+/** Remove every highlight mark and merge the text nodes back. */
+export function clearHighlight(doc = document) {
+  const parents = new Set();
+  for (const m of doc.querySelectorAll('mark.' + MARK_CLASS)) {
+    const p = m.parentNode;
+    while (m.firstChild) p.insertBefore(m.firstChild, m);
+    p.removeChild(m);
+    parents.add(p);
+  }
+  for (const p of parents) p.normalize();
+}
+
+function openAncestors(el) {
+  for (let n = el.parentElement; n; n = n.parentElement) {
+    if (n.tagName === 'DETAILS' && !n.open) n.open = true;
+    // Material / pymdownx tabs: select the tab whose panel holds the passage.
+    if (n.parentElement && n.parentElement.classList.contains('tabbed-content')) {
+      const set = n.closest('.tabbed-set');
+      const idx = [...n.parentElement.children].indexOf(n);
+      const input = set && set.querySelectorAll(':scope > input')[idx];
+      if (input && !input.checked) input.click();
+    }
+  }
+}
+
+/**
+ * Highlight `spec` ({start, end?, len?}) in the section that starts at element `#anchor`
+ * (or anywhere in the content when not found there). Returns the marks (empty when the
+ * passage is not on the page).
+ */
+export function highlight(spec, anchor, doc = document) {
+  clearHighlight(doc);
+  if (!spec) return [];
+  const root = contentRoot(doc);
+  const nodes = textNodes(root);
+  const key = [];
+  const nodeOf = [];
+  const offOf = [];
+  nodes.forEach((node, ni) => {
+    keyChars(node.data, key, (i) => {
+      nodeOf.push(ni);
+      offOf.push(i);
+    });
+  });
+  const text = key.join('');
+
+  // Key position where the anchored section starts.
+  let from = 0;
+  const target = anchor ? doc.getElementById(anchor) : null;
+  if (target) {
+    const first = nodes.findIndex(
+      (n) => target.contains(n) || target.compareDocumentPosition(n) & Node.DOCUMENT_POSITION_FOLLOWING,
+    );
+    from = text.length;
+    if (first >= 0) for (let k = 0; k < nodeOf.length; k++) if (nodeOf[k] >= first) { from = k; break; }
+  }
+  const span = findSpan(text, spec, from) || (from ? findSpan(text, spec, 0) : null);
+  if (!span) return [];
+
+  const [a, b] = span;
+  const firstNode = nodeOf[a];
+  const lastNode = nodeOf[b - 1];
+  const marks = [];
+  for (let ni = firstNode; ni <= lastNode; ni++) {
+    const node = nodes[ni];
+    const s = ni === firstNode ? offOf[a] : 0;
+    const e = ni === lastNode ? offOf[b - 1] + 1 : node.data.length;
+    if (!node.data.slice(s, e).trim()) continue; // whitespace between cells or items
+    const range = doc.createRange();
+    range.setStart(node, s);
+    range.setEnd(node, e);
+    const mark = doc.createElement('mark');
+    mark.className = MARK_CLASS;
+    range.surroundContents(mark);
+    marks.push(mark);
+  }
+  if (marks.length) {
+    marks[0].classList.add(MARK_CLASS + '--first');
+    marks[marks.length - 1].classList.add(MARK_CLASS + '--last');
+    openAncestors(marks[0]);
+  }
+  return marks;
+}
+
+/** Scroll the first mark into the middle of the viewport and move focus there without scrolling again. */
+export function reveal(marks, smooth = false) {
+  const first = marks[0];
+  if (!first) return;
+  smooth = smooth && !matchMedia('(prefers-reduced-motion: reduce)').matches;
+  first.scrollIntoView({ block: 'center', behavior: smooth ? 'smooth' : 'auto' });
+  first.setAttribute('tabindex', '-1');
+  first.focus({ preventScroll: true });
+}

@@ -1,0 +1,237 @@
+"""Test harness for the widget: two small MkDocs sites + a fake /v1 API on one port.
+
+Builds tests/browser/pages/docs with Material (served under /material/) and with
+MkDocs' default theme (under /mkdocs/), injects the widget exactly as the plugin
+does (stylesheet, #anchored-config, module script), serves plugin/assets/* live
+under <site>/assets/anchored/, and answers /v1/ask, /v1/search, /v1/feedback and
+/v1/health with the canned replies in fixtures.json (picked by keyword in the
+question). Feedback and ask bodies are recorded for the tests.
+
+    python tests/browser/harness.py --port 0     # prints "READY http://127.0.0.1:PORT"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mimetypes
+import os
+import posixpath
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+HERE = Path(__file__).resolve().parent
+ASSETS = HERE.parent.parent / "plugin" / "assets"
+FIXTURES = json.loads((HERE / "fixtures.json").read_text(encoding="utf-8"))
+SITES = {"material": HERE / "pages" / "material.yml", "mkdocs": HERE / "pages" / "mkdocs.yml"}
+SLOW_SECONDS = 4.0
+
+# Keyword in the question (lower case) -> fixture name.
+ROUTES = [
+    (("xss", "<script", "<img"), "xss"),
+    (("weather", "abstain"), "abstain"),
+    (("extractive", "quote"), "extractive"),
+    (("down", "503"), "down"),
+    (("busy", "429"), "busy"),
+]
+
+STATE: dict[str, list[dict]] = {"feedback": [], "asks": []}
+LOCK = threading.Lock()
+
+
+def build_sites(out: Path) -> dict[str, Path]:
+    built = {}
+    for name, config in SITES.items():
+        dest = out / name
+        subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(config), "-d", str(dest)],
+            check=True,
+            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        )
+        built[name] = dest
+    return built
+
+
+def widget_tags(root: str, page: str, overrides: dict) -> str:
+    """The tags the plugin injects before </head> (see tests/browser/README.md)."""
+    config = {
+        "endpoint": "",
+        "root": root,
+        "page": page,
+        "placeholder": "Ask the docs…",
+        "starters": ["How do I configure the endpoint?", "Which options are there?"],
+        "attach": "",
+        "shortcut": "a",
+        "title": "Ask the docs",
+        "scopes": True,
+    }
+    config.update(overrides)
+    data = json.dumps(config, ensure_ascii=False).replace("</", "<\\/")
+    return (
+        f'<link rel="stylesheet" href="{root}assets/anchored/anchored.css">\n'
+        f'<script id="anchored-config" type="application/json">{data}</script>\n'
+        f'<script type="module" src="{root}assets/anchored/anchored.js"></script>\n'
+    )
+
+
+def pick_fixture(question: str) -> str:
+    q = question.lower()
+    for words, name in ROUTES:
+        if any(w in q for w in words):
+            return name
+    return "default"
+
+
+class Handler(BaseHTTPRequestHandler):
+    sites: dict[str, Path] = {}
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt: str, *args: object) -> None:  # quiet unless asked
+        if self.server.verbose:  # type: ignore[attr-defined]
+            super().log_message(fmt, *args)
+
+    def send(self, status: int, body: bytes, ctype: str, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def send_json(self, status: int, obj: object, headers: dict | None = None) -> None:
+        self.send(status, json.dumps(obj).encode(), "application/json", headers)
+
+    def read_json(self) -> object:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            return None
+
+    # ---- GET: pages, assets, /v1/search, /v1/health, recorded calls
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        path = unquote(url.path)
+        if path == "/v1/health":
+            return self.send_json(200, {"build_id": "test-build-1", "model": "fake", "chunks": 12})
+        if path == "/v1/search":
+            q = parse_qs(url.query).get("q", [""])[0]
+            results = [
+                {"url": c["url"], "chunk_id": c["chunk_id"], "title": c["title"],
+                 "heading_path": c["heading_path"], "score": 1.0 / c["n"], "snippet": c["passage"][:160]}
+                for c in FIXTURES["default"]["citations"]
+            ]
+            return self.send_json(200, {"results": results if q else [], "build_id": "test-build-1",
+                                        "timings_ms": {"total": 3}})
+        if path == "/__harness/feedback":
+            with LOCK:
+                return self.send_json(200, STATE["feedback"])
+        if path == "/__harness/asks":
+            with LOCK:
+                return self.send_json(200, STATE["asks"])
+        if path == "/":
+            body = b'<!doctype html><title>harness</title><a href="/material/">material</a> <a href="/mkdocs/">mkdocs</a>'
+            return self.send(200, body, "text/html; charset=utf-8")
+        return self.serve_site(path, url.query)
+
+    do_HEAD = do_GET
+
+    def serve_site(self, path: str, query: str) -> None:
+        parts = path.lstrip("/").split("/", 1)
+        site = self.sites.get(parts[0])
+        if site is None:
+            return self.send(404, b"not found", "text/plain")
+        rel = posixpath.normpath(parts[1] if len(parts) > 1 else "")
+        if rel.startswith(".."):
+            return self.send(404, b"not found", "text/plain")
+        if rel.startswith("assets/anchored/"):
+            file = ASSETS / rel[len("assets/anchored/"):]
+        else:
+            file = site / ("" if rel == "." else rel)
+            if file.is_dir():
+                if not path.endswith("/"):
+                    return self.send(301, b"", "text/plain", {"Location": path + "/"})
+                file = file / "index.html"
+        if not file.is_file():
+            return self.send(404, b"not found", "text/plain")
+        ctype = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        if file.suffix in (".js", ".mjs"):
+            ctype = "text/javascript"
+        body = file.read_bytes()
+        if file.suffix == ".html":
+            rel_file = file.relative_to(site).as_posix()
+            folder = posixpath.dirname(rel_file)
+            page = (folder + "/" if folder else "") if file.name == "index.html" else rel_file
+            depth = page.count("/")
+            root = "../" * depth if depth else "./"
+            overrides = {}
+            raw = parse_qs(query).get("harness-config", [""])[0]
+            if raw:
+                overrides = json.loads(raw)
+            html = body.decode("utf-8").replace("</head>", widget_tags(root, page, overrides) + "</head>", 1)
+            body = html.encode("utf-8")
+            ctype = "text/html; charset=utf-8"
+        self.send(200, body, ctype)
+
+    # ---- POST: /v1/ask, /v1/feedback
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        data = self.read_json()
+        if path == "/__harness/reset":
+            with LOCK:
+                STATE["feedback"].clear()
+                STATE["asks"].clear()
+            return self.send_json(200, {"ok": True})
+        if path == "/v1/feedback":
+            if not isinstance(data, dict) or data.get("rating") not in ("up", "down") or not data.get("answer_id"):
+                return self.send_json(400, {"error": {"code": "bad_request", "message": "answer_id and rating are required"}})
+            with LOCK:
+                STATE["feedback"].append(data)
+            return self.send_json(200, {"ok": True})
+        if path == "/v1/ask":
+            if not isinstance(data, dict) or not str(data.get("question") or "").strip():
+                return self.send_json(400, {"error": {"code": "bad_request", "message": "question is required"}})
+            with LOCK:
+                STATE["asks"].append(data)
+            question = str(data["question"])
+            if "garbage" in question.lower():
+                return self.send(200, b"<html>not json", "text/html")
+            if "slow" in question.lower():
+                time.sleep(SLOW_SECONDS)
+            fixture = FIXTURES[pick_fixture(question)]
+            if "status" in fixture:
+                return self.send_json(fixture["status"], fixture["body"], fixture.get("headers"))
+            return self.send_json(200, fixture)
+        return self.send_json(404, {"error": {"code": "not_found", "message": "no such route"}})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="anchored-harness-") as tmp:
+        Handler.sites = build_sites(Path(tmp))
+        server = ThreadingHTTPServer((args.host, args.port), Handler)
+        server.daemon_threads = True
+        server.verbose = args.verbose  # type: ignore[attr-defined]
+        print(f"READY http://{args.host}:{server.server_address[1]}", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
