@@ -1,0 +1,162 @@
+"""The content-hash embedding cache: round trip, corruption, hit counting."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from build_index.cache import EmbeddingCache, cache_key
+
+SHA = "ab" * 32
+OTHER_SHA = "cd" * 32
+
+
+def vecs(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, dim)).astype(np.float32)
+    out: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def files(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_key_depends_on_model_and_text() -> None:
+    assert cache_key(SHA, "a") != cache_key(OTHER_SHA, "a")
+    assert cache_key(SHA, "a") != cache_key(SHA, "b")
+    assert cache_key(SHA, "a\0b") != cache_key(SHA + "a", "b")
+    assert len(cache_key(SHA, "")) == 64
+
+
+def test_round_trip_and_counts(tmp_path: Path) -> None:
+    texts = ["alpha", "beta", "", "gamma ünïcode 中文"]
+    v = vecs(4)
+    cache = EmbeddingCache(tmp_path, SHA)
+    assert cache.lookup(texts) == [None] * 4
+    assert (cache.hits, cache.misses) == (0, 4)
+    cache.store(texts, v)
+    got = cache.lookup(["beta"])[0]  # pending entries are visible before flush
+    assert got is not None and np.allclose(got, v[1], atol=1e-3)
+    cache.flush()
+    assert len([f for f in files(tmp_path) if f.endswith(".npy")]) == 1
+
+    again = EmbeddingCache(tmp_path, SHA)
+    assert len(again) == 4 and again.dim == 8
+    found = again.lookup([*texts, "delta"])
+    assert (again.hits, again.misses) == (4, 1)
+    assert found[4] is None
+    for i in range(4):
+        vec = found[i]
+        assert vec is not None and vec.dtype == np.float32
+        assert np.allclose(vec, v[i], atol=1e-3)  # stored as float16
+
+
+def test_other_model_never_hits(tmp_path: Path) -> None:
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(["alpha"], vecs(1))
+    c.flush()
+    other = EmbeddingCache(tmp_path, OTHER_SHA)
+    assert other.lookup(["alpha"]) == [None]
+    assert other.misses == 1
+
+
+def test_incremental_flush_and_prune(tmp_path: Path) -> None:
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(["a", "b", "c"], vecs(3))
+    c.flush()
+    c2 = EmbeddingCache(tmp_path, SHA)
+    c2.lookup(["a"])  # used: a; stored below: d
+    c2.store(["d", "a"], vecs(2, seed=1))  # "a" already cached: not duplicated
+    c2.flush()
+    assert len(EmbeddingCache(tmp_path, SHA)) == 4
+    c3 = EmbeddingCache(tmp_path, SHA)
+    assert c3.lookup(["a", "d"])[0] is not None
+    c3.flush(prune=True)
+    c4 = EmbeddingCache(tmp_path, SHA)
+    assert len(c4) == 2
+    assert [x is not None for x in c4.lookup(["a", "b", "c", "d"])] == [True, False, False, True]
+    assert np.allclose(c4.lookup(["a"])[0], vecs(3)[0], atol=1e-3)  # type: ignore[arg-type]
+    assert len([f for f in files(tmp_path) if ".npy" in f]) == 1  # old files cleaned up
+
+
+def test_flush_without_changes_writes_nothing(tmp_path: Path) -> None:
+    EmbeddingCache(tmp_path / "c", SHA).flush()
+    assert not (tmp_path / "c").exists()
+
+
+def test_dimension_mismatch_rejected(tmp_path: Path) -> None:
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(["a"], vecs(1, dim=8))
+    with pytest.raises(ValueError):
+        c.store(["b"], vecs(1, dim=4))
+    with pytest.raises(ValueError):
+        c.store(["b", "c"], vecs(1, dim=8))
+
+
+def _populate(d: Path) -> None:
+    c = EmbeddingCache(d, SHA)
+    c.store(["a", "b"], vecs(2))
+    c.flush()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["json-garbage", "json-list", "keys-missing", "npy-garbage", "npy-missing", "npy-shape"],
+)
+def test_corrupt_cache_is_ignored_with_a_warning(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _populate(tmp_path)
+    (json_path,) = tmp_path.glob("*.json")
+    (npy_path,) = tmp_path.glob("*.npy")
+    meta = json.loads(json_path.read_text())
+    if damage == "json-garbage":
+        json_path.write_text('{"format": "anchored-embedding-c')
+    elif damage == "json-list":
+        json_path.write_text("[1, 2]")
+    elif damage == "keys-missing":
+        del meta["keys"]
+        json_path.write_text(json.dumps(meta))
+    elif damage == "npy-garbage":
+        npy_path.write_bytes(b"\x93NUMPY garbage" * 3)
+    elif damage == "npy-missing":
+        npy_path.unlink()
+    elif damage == "npy-shape":
+        meta["keys"].append("f" * 64)
+        json_path.write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING, logger="build_index.cache"):
+        c = EmbeddingCache(tmp_path, SHA)
+    assert "unreadable" in caplog.text
+    assert len(c) == 0
+    assert c.lookup(["a", "b"]) == [None, None]
+    # and the build goes on: a new cache replaces the corrupt one
+    c.store(["a"], vecs(1))
+    c.flush()
+    assert EmbeddingCache(tmp_path, SHA).lookup(["a"])[0] is not None
+
+
+def test_pickled_npy_is_refused(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _populate(tmp_path)
+    (npy_path,) = tmp_path.glob("*.npy")
+    np.save(npy_path, np.array([{"x": 1}, None], dtype=object), allow_pickle=True)
+    with caplog.at_level(logging.WARNING, logger="build_index.cache"):
+        c = EmbeddingCache(tmp_path, SHA)
+    assert len(c) == 0 and "unreadable" in caplog.text
+
+
+def test_many_entries_stay_cheap(tmp_path: Path) -> None:
+    n = 20_000
+    texts = [f"chunk number {i}" for i in range(n)]
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(texts, vecs(n, dim=384))
+    c.flush()
+    (npy_path,) = tmp_path.glob("*.npy")
+    assert npy_path.stat().st_size < n * 384 * 2 + 1024  # float16 on disk
+    c2 = EmbeddingCache(tmp_path, SHA)
+    assert all(v is not None for v in c2.lookup(texts[::97]))
+    assert c2.misses == 0
