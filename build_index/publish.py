@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
+
+log = logging.getLogger(__name__)
 
 S3Client = Any  # a boto3 S3 client (boto3 ships no type hints)
 Progress = Callable[[str, str], None]  # progress(action, name); action in ACTIONS
@@ -221,8 +224,14 @@ def error_code(exc: BaseException) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def read_pointer(client: S3Client, loc: S3Location) -> tuple[Pointer | None, str | None]:
-    """Read ``current.json`` and its ETag; ``(None, None)`` when nothing is published."""
+def read_pointer(
+    client: S3Client, loc: S3Location, *, lenient: bool = False
+) -> tuple[Pointer | None, str | None]:
+    """Read ``current.json`` and its ETag; ``(None, None)`` when nothing is published.
+
+    A malformed pointer raises IndexFormatError, or with ``lenient`` reads as
+    ``(None, etag)`` so that a publish can replace exactly that broken version.
+    """
     from botocore.exceptions import ClientError
 
     try:
@@ -232,7 +241,14 @@ def read_pointer(client: S3Client, loc: S3Location) -> tuple[Pointer | None, str
         if error_code(exc) in ("NoSuchKey", "404"):
             return None, None
         raise PublishError(f"cannot read {loc.url(CURRENT)}: {exc}") from exc
-    return Pointer.from_json(raw, loc.url(CURRENT)), str(response["ETag"])
+    etag = str(response["ETag"])
+    try:
+        return Pointer.from_json(raw, loc.url(CURRENT)), etag
+    except IndexFormatError:
+        if not lenient:
+            raise
+        log.warning("%s is malformed; publishing replaces it", loc.url(CURRENT))
+        return None, etag
 
 
 def _put_pointer(client: S3Client, loc: S3Location, pointer: Pointer, etag: str | None) -> bool:
@@ -420,7 +436,7 @@ def publish(
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        current, etag = read_pointer(s3, loc)
+        current, etag = read_pointer(s3, loc, lenient=True)
         result.previous_build_id = current.build_id if current else None
         sources = _copy_sources(s3, loc, current)
         for name, (sha, size) in sorted(manifest.files.items()):
@@ -496,7 +512,7 @@ def _switch(
             result.switched = True
             return pointer
         # Someone switched current.json after we read it: look again.
-        current, etag = read_pointer(s3, loc)
+        current, etag = read_pointer(s3, loc, lenient=True)
         if current is not None and current.build_id != build_id:
             ours = _order(manifest.created, build_id)
             if _order(current.created, current.build_id) > ours:

@@ -271,3 +271,28 @@ def test_a_missing_local_index_says_how_to_build_one(tmp_path: Path) -> None:
         IndexSource.from_location(tmp_path).fetch()
     with pytest.raises(IndexStoreError, match="unsupported index location"):
         IndexSource.from_location("https://example.com/index")
+
+
+def test_a_real_index_round_trips_through_s3(s3: S3Bucket, tmp_path: Path) -> None:
+    """The real writer's output publishes, downloads and opens with the real reader."""
+    pipeline = pytest.importorskip("build_index.pipeline")
+    index_format = pytest.importorskip("build_index.index_format")
+    from build_index.types import PageInput
+
+    page = PageInput(
+        url="guide/",
+        html="<h1 id='guide'>Guide</h1><p>Publish the index to S3.</p>"
+        "<h2 id='rollback'>Rollback</h2><p>Point current.json back.</p>",
+        title="Guide",
+    )
+    pipeline.build([page], tmp_path / "index")
+    first = publish(tmp_path / "index", s3.url, client=s3.client)
+    pipeline.build(
+        [page, PageInput(url="faq/", html="<h1 id='faq'>FAQ</h1><p>Yes.</p>")], tmp_path / "index"
+    )
+    second = publish(tmp_path / "index", s3.url, client=s3.client)
+    assert "model.onnx" in first.uploaded and "model.onnx" in second.copied
+
+    path = _source(s3, tmp_path, Clock()).fetch()
+    index = index_format.read_index(path)
+    assert index.manifest["build_id"] == second.build_id

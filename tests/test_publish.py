@@ -13,7 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 from s3server import MotoS3, S3Bucket, moto_s3, s3, write_fake_index
 
-from build_index.errors import PublishError
+from build_index.errors import IndexFormatError, PublishError
 from build_index.publish import (
     Pointer,
     S3Location,
@@ -165,6 +165,17 @@ def test_a_local_file_that_no_longer_matches_its_manifest_is_refused(
     with pytest.raises(PublishError, match=r"vectors.npy does not match manifest.json"):
         publish(directory, s3.url, client=s3.client)
     assert s3.keys() == []
+
+
+def test_a_malformed_pointer_is_replaced_by_the_next_publish(s3: S3Bucket, tmp_path: Path) -> None:
+    s3.client.put_object(Bucket=s3.name, Key="site/current.json", Body=b"{not json")
+    with pytest.raises(IndexFormatError, match="not a valid Anchored pointer"):
+        rollback(s3.url, client=s3.client)
+    directory, build_id = _index(tmp_path, "one", "2026-01-01T00:00:00+00:00")
+
+    result = publish(directory, s3.url, client=s3.client)
+    assert result.switched and result.previous_build_id is None
+    assert _pointer(s3).build_id == build_id
 
 
 def _pause_before_switch(client: Any, reached: threading.Event, resume: threading.Event) -> None:

@@ -318,7 +318,7 @@ class S3IndexSource(IndexSource):
         """Make ``pointer``'s build complete and verified in the cache; return its directory."""
         build_dir = self.cache_dir / pointer.build_id
         try:
-            if self._complete(build_dir):
+            if self._complete(build_dir, pointer.manifest_sha256):
                 return build_dir
             raw = self._download_manifest(pointer)
             manifest = ManifestFiles.from_json(raw, self.loc.url(pointer.manifest))
@@ -356,12 +356,14 @@ class S3IndexSource(IndexSource):
                 ) from exc
             raise IndexStoreError(f"cannot write the index cache {self.cache_dir}: {exc}") from exc
 
-    def _complete(self, build_dir: Path) -> bool:
-        """True when a cached build has its manifest and every file at its size."""
+    def _complete(self, build_dir: Path, manifest_sha256: str) -> bool:
+        """True when a cached build has the pointer's manifest and every file at its size."""
         try:
             raw = (build_dir / MANIFEST).read_bytes()
             manifest = ManifestFiles.from_json(raw, str(build_dir / MANIFEST))
         except (OSError, IndexFormatError):
+            return False
+        if hashlib.sha256(raw).hexdigest() != manifest_sha256:
             return False
         return all(_has(build_dir / name, size) for name, (_, size) in manifest.files.items())
 
