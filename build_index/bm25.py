@@ -247,6 +247,7 @@ class BM25Index:
             with open(directory / "vocab.json", encoding="utf-8") as f:
                 meta = json.load(f)
             terms = meta["terms"]
+            vocab = dict(zip(terms, range(len(terms)), strict=True))
             indptr = np.load(directory / "bm25_indptr.npy", mmap_mode=mode, allow_pickle=False)
             indices = np.load(directory / "bm25_indices.npy", mmap_mode=mode, allow_pickle=False)
             data = np.load(directory / "bm25_data.npy", mmap_mode=mode, allow_pickle=False)
@@ -264,12 +265,13 @@ class BM25Index:
             indptr.dtype != np.int64
             or indices.dtype != np.int32
             or data.dtype.kind != "f"
-            or not all(isinstance(t, str) for t in terms)
+            or not isinstance(terms, list)
+            or indptr.ndim != 1
             or not (math.isfinite(avgdl) and n_chunks >= 0)
         ):
             raise IndexFormatError(f"the BM25 index in {directory} is malformed; rebuild it")
         return cls(
-            vocab=dict(zip(terms, range(len(terms)), strict=True)),
+            vocab=vocab,
             indptr=indptr,
             indices=indices,
             data=data,

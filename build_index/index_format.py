@@ -226,13 +226,15 @@ def write_index(
         if extra:
             manifest["extra"] = extra
         with _Sink(tmp / MANIFEST) as sink:
-            sink.write(json.dumps(manifest, indent=2, ensure_ascii=False).encode() + b"\n")
+            text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str)
+            sink.write(text.encode() + b"\n")
         _fsync_dir(tmp)
         _swap_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return manifest
+    written: Manifest = json.loads(text)  # exactly what a reader gets (dates as text)
+    return written
 
 
 def build_id_of(files: Mapping[str, FileEntry]) -> str:
@@ -386,7 +388,8 @@ def _write_jsonl(path: Path, records: Iterator[dict[str, Any]]) -> FileEntry:
     with _Sink(path) as sink:
         batch: list[str] = []
         for record in records:
-            batch.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+            # default=str: page meta from YAML front matter may hold dates
+            batch.append(json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str))
             if len(batch) >= 1024:
                 sink.write(("\n".join(batch) + "\n").encode())
                 batch.clear()
@@ -468,9 +471,9 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
 
 # A line's leading string fields; the leading "\n" (the line before) gives the
 # regex engine a literal prefix to search for, ~10x faster than "^" with re.M.
-_JSON_STR: Final = rb'"((?:[^"\\\n]|\\.)*)"'
-_ID_RE: Final = re.compile(rb'\n\{"id":' + _JSON_STR)
-_PAGE_RE: Final = re.compile(rb'\n\{"id":"(?:[^"\\\n]|\\.)*","page":' + _JSON_STR)
+_JSON_CHARS: Final = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'  # a string's body, escapes included
+_ID_RE: Final = re.compile(rb'\n\{"id":"(' + _JSON_CHARS + rb')"')
+_PAGE_RE: Final = re.compile(rb'\n\{"id":"' + _JSON_CHARS + rb'","page":"(' + _JSON_CHARS + rb')"')
 _ROW_CACHE: Final = 4096
 
 
@@ -505,10 +508,10 @@ class JsonlRows(Sequence[dict[str, Any]]):
     def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        row = self._cache.get(index)
+        i = index + len(self) if index < 0 else index
+        row = self._cache.get(i)
         if row is not None:
             return row
-        i = index + len(self) if index < 0 else index
         if not 0 <= i < len(self):
             raise IndexError(f"row {index} of {len(self)}")
         try:
@@ -519,7 +522,7 @@ class JsonlRows(Sequence[dict[str, Any]]):
             raise IndexFormatError(f"{self._where} line {i + 1} is not a JSON object")
         if len(self._cache) >= _ROW_CACHE:
             self._cache.clear()
-        self._cache[index] = row
+        self._cache[i] = row
         return row
 
     def __iter__(self) -> Iterator[dict[str, Any]]:

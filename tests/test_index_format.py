@@ -3,6 +3,7 @@ read_index refuses any index it cannot trust, saying why."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -478,3 +479,22 @@ def test_jsonl_rows_parse_escapes_and_fall_back_when_keys_are_reordered() -> Non
 def test_index_is_the_public_reader_type(tmp_path: Path, model: ModelInfo) -> None:
     write_site(tmp_path / "index", model)
     assert isinstance(read_index(tmp_path / "index"), Index)
+
+
+def test_page_meta_dates_are_written_as_text(tmp_path: Path, model: ModelInfo) -> None:
+    sections, chunks, vectors = make_site(n_pages=1)
+    day = datetime.date(2024, 5, 17)  # YAML front matter gives dates, not strings
+    chunks = [Chunk(**{**c.__dict__, "meta": {"updated": day}}) for c in chunks]
+    manifest = write_index(
+        tmp_path / "index",
+        sections=sections,
+        chunks=chunks,
+        vectors=vectors,
+        bm25=BM25Index.build([tokenize(c.text) for c in chunks]),
+        model=model,
+        site_url=None,
+        extra={"built": day},
+    )
+    index = read_index(tmp_path / "index")
+    assert index.chunks[0]["meta"] == {"updated": "2024-05-17"}
+    assert index.manifest == manifest and manifest["extra"] == {"built": "2024-05-17"}
