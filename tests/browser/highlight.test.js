@@ -1,0 +1,186 @@
+// Citation links: landing on the section and highlighting exactly the cited passage.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  BASE, FIXTURES, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, key, launch, newPage, open, readHighlight, until,
+} from './helpers.js';
+
+let browser;
+before(async () => {
+  browser = await launch();
+});
+after(async () => {
+  await browser.close();
+});
+
+/** The highlight equals the passage: marks carry exactly its characters, the marked range reads as it does. */
+async function assertHighlighted(page, passage, what) {
+  const hl = await until(async () => {
+    const h = await readHighlight(page);
+    return h.count && h.inView ? h : null;
+  }, 4000) || (await readHighlight(page));
+  assert.ok(hl.count > 0, `${what}: nothing highlighted`);
+  assert.equal(key(hl.marks), key(passage), `${what}: marked text differs from the passage`);
+  assert.equal(flat(hl.range), flat(passage), `${what}: highlighted range differs from the passage`);
+  assert.ok(hl.inView, `${what}: highlight not scrolled into view`);
+}
+
+/** The chip links of an answer, in citation order. */
+async function chipLinks(page) {
+  return page.$$eval('.anchored-source', (a) => a.filter((x) => x.href).map((x) => x.href));
+}
+
+test('clicking a chip on another page lands on the section and highlights exactly the passage', async () => {
+  const page = await newPage(browser);
+  await open(page, OTHER);
+  await ask(page, 'How do I configure the endpoint?');
+  const cited = FIXTURES.default.citations[2]; // a list
+  await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: '3' }).first().click()]);
+  const url = new URL(page.url());
+  assert.equal(url.pathname, SITE + PAGE);
+  assert.equal(url.hash, '#install-steps');
+  assert.equal(url.search, '', 'the highlight parameter is removed from the address bar');
+  await assertHighlighted(page, cited.highlight, 'list');
+  assert.ok(await page.locator('.anchored-pill').isVisible());
+  await page.context().close();
+});
+
+test('the same link opened in a new tab highlights every kind of passage', async () => {
+  const page = await newPage(browser);
+  await open(page, OTHER);
+  await ask(page, 'How do I configure the endpoint?');
+  const links = await chipLinks(page);
+  await ask(page, 'Where is the cache? extractive');
+  const more = (await chipLinks(page)).slice(links.length);
+  const cases = [
+    ...FIXTURES.default.citations.map((c, i) => [c, links[i]]),
+    ...FIXTURES.extractive.citations.map((c, i) => [c, more[i]]),
+  ];
+  assert.equal(cases.length, 7);
+  for (const [c, href] of cases) {
+    assert.ok(href, `no link for ${c.url}`);
+    const tab = await newPage(browser);
+    await tab.goto(href);
+    await tab.waitForSelector('.anchored-open', { state: 'attached' });
+    const u = new URL(tab.url());
+    assert.equal(u.pathname + u.hash, SITE + c.url, 'lands on page#anchor');
+    assert.equal(u.search, '');
+    await assertHighlighted(tab, c.highlight, c.url);
+    assert.deepEqual(tab.errors, []);
+    await tab.context().close();
+  }
+  await page.context().close();
+});
+
+test('a link built by hand (first and last words) highlights the range between them', async () => {
+  const page = await newPage(browser);
+  const passage = FIXTURES.default.citations[1].highlight; // the table
+  await open(page, PAGE, { query: '?anchored-hl=Option+Default+meaning~OFFER+the+current-section+scope#options' });
+  await assertHighlighted(page, passage, 'hand-made link');
+  await page.context().close();
+});
+
+test('a citation to the current page highlights without reloading', async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE);
+  await page.evaluate(() => {
+    window.__stay = 'same document';
+  });
+  let navigations = 0;
+  page.on('load', () => navigations++);
+  await ask(page, 'How do I configure the endpoint?');
+  await page.locator('.anchored-answer .anchored-chip', { hasText: '2' }).first().click();
+  await assertHighlighted(page, FIXTURES.default.citations[1].highlight, 'table on this page');
+  assert.equal(await page.evaluate(() => window.__stay), 'same document', 'the page was reloaded');
+  assert.equal(navigations, 0);
+  assert.equal(new URL(page.url()).hash, '#options');
+  assert.ok(await page.locator('dialog.anchored-dialog').evaluate((d) => !d.open), 'dialog closed to show the passage');
+  // Another chip moves the highlight.
+  await page.click('.anchored-open');
+  await page.locator('.anchored-answer .anchored-chip', { hasText: '4' }).first().click();
+  await assertHighlighted(page, FIXTURES.default.citations[3].highlight, 'code on this page');
+  await page.context().close();
+});
+
+test('a passage inside a collapsed details block is opened and highlighted', async () => {
+  const page = await newPage(browser);
+  const c = FIXTURES.extractive.citations[0];
+  await open(page, OTHER);
+  await ask(page, 'Where is the cache? extractive');
+  await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: '1' }).first().click()]);
+  assert.ok(await page.$eval('mark.anchored-hl', (m) => m.closest('details').open));
+  await assertHighlighted(page, c.highlight, 'details');
+  await page.context().close();
+});
+
+test('Esc and the clear control remove the highlight and restore the text nodes', async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE);
+  const before = await page.$eval('article', (a) => [a.textContent, a.querySelectorAll('*').length]);
+  const href = await page.evaluate(async (c) => {
+    const { citationHref } = await import(new URL('assets/anchored/text.js', new URL(JSON.parse(document.getElementById('anchored-config').textContent).root, location.href)).href);
+    return citationHref(c, new URL(JSON.parse(document.getElementById('anchored-config').textContent).root, location.href));
+  }, FIXTURES.default.citations[1]);
+  await page.goto(href);
+  await page.waitForSelector('mark.anchored-hl');
+  await page.keyboard.press('Escape');
+  assert.equal(await page.locator('mark.anchored-hl').count(), 0);
+  assert.equal(await page.locator('.anchored-pill').count(), 0);
+  assert.deepEqual(await page.$eval('article', (a) => [a.textContent, a.querySelectorAll('*').length]), before);
+  const textNodes = await page.$eval('table', (t) => [...t.querySelectorAll('td, th')].every((c) => [...c.childNodes].every((n) => n.nodeType !== 3 || n.nextSibling?.nodeType !== 3)));
+  assert.ok(textNodes, 'split text nodes are merged back');
+  await page.goto(href);
+  await page.waitForSelector('mark.anchored-hl');
+  await page.click('.anchored-pill__clear');
+  assert.equal(await page.locator('mark.anchored-hl').count(), 0);
+  await page.context().close();
+});
+
+test('a passage no longer on the page: the section is shown and the reader is told', async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE, { query: '?anchored-hl=words+that+are+nowhere+on+this+page#example' });
+  assert.equal(await page.locator('mark.anchored-hl').count(), 0);
+  assert.match(await page.textContent('.anchored-pill'), /not found/);
+  assert.ok(await page.$eval('#example', (h) => { const r = h.getBoundingClientRect(); return r.top >= 0 && r.top < innerHeight; }));
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("MkDocs' default theme: Ask button next to search, permalinks ignored, highlight lands", async (t) => {
+  if (!MKDOCS_SITE) return t.skip('ANCHORED_TEST_MKDOCS_SITE is empty');
+  const page = await newPage(browser);
+  await open(page, OTHER, { site: MKDOCS_SITE });
+  const placed = await page.$eval('.anchored-open', (b) => [b.closest('.navbar-nav') !== null, b.closest('li').previousElementSibling?.textContent.trim()]);
+  assert.deepEqual(placed, [true, 'Search']);
+  await ask(page, 'How do I configure the endpoint?');
+  await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: '2' }).first().click()]);
+  assert.equal(new URL(page.url()).pathname, MKDOCS_SITE + PAGE);
+  await assertHighlighted(page, FIXTURES.default.citations[1].highlight, 'mkdocs theme table');
+  // Error fallback opens the theme's own search modal with the question.
+  await page.click('.anchored-open');
+  await ask(page, 'Is it down?');
+  await page.click('.anchored-search-link');
+  await page.waitForSelector('#mkdocs_search_modal.show');
+  assert.equal(await page.inputValue('#mkdocs-search-query'), 'Is it down?');
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test('the live server answer: every chip lands on its passage', async () => {
+  // Uses whatever /v1/ask really answers (fixtures on the harness, real answers on `anchored serve`).
+  const page = await newPage(browser, { live: true });
+  await open(page, OTHER);
+  await ask(page, process.env.ANCHORED_TEST_QUESTION || 'How do I configure the endpoint?');
+  const reply = await page.evaluate(() => JSON.parse(sessionStorage.getItem('anchored:conversation')).pop().reply);
+  assert.ok(reply.citations.length > 0, 'the answer cites something');
+  const hrefs = await chipLinks(page);
+  for (const [i, c] of reply.citations.entries()) {
+    const tab = await newPage(browser, { live: true });
+    await tab.goto(hrefs[i]);
+    await tab.waitForSelector('.anchored-open', { state: 'attached' });
+    await assertHighlighted(tab, c.highlight, c.url);
+    await tab.context().close();
+  }
+  assert.ok(BASE);
+  await page.context().close();
+});

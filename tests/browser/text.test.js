@@ -1,0 +1,110 @@
+// plugin/assets/text.js is plain logic: tested in Node without a browser.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  citationHref,
+  citationPath,
+  decodeSpec,
+  encodeSpec,
+  findSpan,
+  groupByPage,
+  readParam,
+  resolveUrl,
+  sectionPrefix,
+  specFor,
+  stripParam,
+  toKey,
+  toMarkdown,
+} from '../../plugin/assets/text.js';
+
+const ROOT = new URL('https://docs.example.com/proj/');
+
+test('the matching key ignores case, whitespace, pilcrows and table separators', () => {
+  assert.equal(toKey('Option | Default\n  endpoint ¶'), 'optiondefaultendpoint');
+  assert.equal(toKey('a\u00a0b\u200bc'), 'abc');
+});
+
+test('short passages are kept whole, long ones by their ends plus the matching length', () => {
+  assert.deepEqual(specFor('Add anchored to the plugins list.'), { start: 'Add anchored to the plugins list.' });
+  const long = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen';
+  const spec = specFor(long);
+  assert.equal(spec.start, 'one two three four five six');
+  assert.equal(spec.end, 'nine ten eleven twelve thirteen fourteen');
+  assert.equal(spec.len, toKey(long).length);
+  // Table text: separators never reach the link.
+  assert.equal(specFor('a | b\nc | d').start, 'a b c d');
+});
+
+test('passages without spaces (CJK, long code) are cut by characters without overlap', () => {
+  const cjk = '配置文件中的端点选项决定了查询接口的基础地址'.repeat(8);
+  const spec = specFor(cjk);
+  assert.ok(spec.start.length <= 60 && spec.end.length <= 60);
+  const [a, b] = findSpan(toKey(cjk), spec);
+  assert.equal(b - a, toKey(cjk).length);
+});
+
+test('specs survive the round trip through a URL, including ~ and + in the text', () => {
+  for (const text of ['a~b c+d e', 'plugins:\n  - anchored: {endpoint: https://x.y/}', 'x '.repeat(30) + 'end~~', 'Ünïcode ß straße']) {
+    const spec = specFor(text);
+    const value = encodeSpec(spec);
+    assert.doesNotMatch(value, /[\s#&]/);
+    const url = new URL(`https://h/p/?a=1&anchored-hl=${value}#frag`);
+    assert.deepEqual(decodeSpec(readParam(url.search)), spec);
+  }
+});
+
+test('the highlight parameter is read and stripped, other parameters kept', () => {
+  assert.equal(readParam('?q=1&anchored-hl=abc~def~12'), 'abc~def~12');
+  assert.equal(readParam('?q=1'), null);
+  assert.equal(stripParam('?q=1&anchored-hl=abc&h=x'), '?q=1&h=x');
+  assert.equal(stripParam('?anchored-hl=abc'), '');
+  assert.equal(decodeSpec('%E0%A4%A'), null); // broken escapes do not throw
+});
+
+test('the length picks the right pair when the start words repeat in the section', () => {
+  const section = toKey(
+    'The default value is used when nothing is set. The cache is rebuilt when the model changes. ' +
+      'The default value is used when nothing is set. The index is rebuilt when any page changes.',
+  );
+  const passage = 'The default value is used when nothing is set. The index is rebuilt when any page changes.';
+  const [a, b] = findSpan(section, specFor(passage));
+  assert.equal(section.slice(a, b), toKey(passage));
+});
+
+test('a search starts at the anchored section and returns null when absent', () => {
+  const text = toKey('alpha beta gamma. section two: alpha beta gamma.');
+  const [a] = findSpan(text, { start: 'alpha beta' }, text.indexOf('two'));
+  assert.ok(a > text.indexOf('two'));
+  assert.equal(findSpan(text, { start: 'not there' }), null);
+});
+
+test('citation links stay on http(s) and carry the highlight', () => {
+  const href = citationHref({ url: 'user-guide/config/#endpoint', highlight: 'Set the endpoint option.' }, ROOT);
+  assert.equal(href, 'https://docs.example.com/proj/user-guide/config/?anchored-hl=Set+the+endpoint+option.#endpoint');
+  assert.equal(citationHref({ url: 'javascript:alert(1)//#x', highlight: 'x' }, ROOT), null);
+  assert.equal(resolveUrl('data:text/html,hi', ROOT), null);
+  assert.equal(resolveUrl(' JAVASCRIPT:alert(1)', ROOT), null);
+});
+
+test('section prefix, citation path and grouping by page', () => {
+  assert.equal(sectionPrefix('user-guide/config/'), 'user-guide/');
+  assert.equal(sectionPrefix(''), '');
+  assert.equal(sectionPrefix('index.html'), '');
+  assert.equal(citationPath({ title: 'Config', heading_path: ['Config', 'Endpoint'] }), 'Config › Endpoint');
+  const groups = groupByPage([{ n: 1, url: 'a/#x', title: 'A' }, { n: 2, url: 'b/#y', title: 'B' }, { n: 3, url: 'a/#z', title: 'A' }]);
+  assert.deepEqual(groups.map((g) => [g.page, g.items.map((c) => c.n)]), [['a/', [1, 3]], ['b/', [2]]]);
+});
+
+test('copy as Markdown: sentences with [n] references and absolute link definitions', () => {
+  const md = toMarkdown(
+    {
+      answer: [{ text: 'Use `endpoint` <here>.', citations: [1, 2] }, { text: 'Done.', citations: [] }],
+      citations: [
+        { n: 1, url: 'a/#x', title: 'A', heading_path: ['A', 'X'], highlight: 'hello world' },
+        { n: 2, url: 'javascript:x', title: 'B', heading_path: [], highlight: 'y' },
+      ],
+    },
+    (c) => citationHref(c, ROOT),
+  );
+  assert.equal(md, 'Use \\`endpoint\\` \\<here\\>. [1] [2] Done.\n\n[1]: https://docs.example.com/proj/a/?anchored-hl=hello+world#x "A › X"\n');
+});
