@@ -318,12 +318,15 @@ class Embedder:
         *,
         batch_size: int = 64,
         token_budget: int = 8192,
+        sort_window: int = 8192,
         verify: bool = True,
     ) -> None:
         """Load ``spec`` (checking the ONNX file's sha256 unless ``verify`` is False).
 
         ``threads`` is onnxruntime's intra-op thread count (default: the cores
-        this process may use).
+        this process may use). Texts are tokenised and length-sorted
+        ``sort_window`` at a time; each batch holds at most ``batch_size`` texts
+        and ``token_budget`` padded tokens.
         """
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -331,11 +334,12 @@ class Embedder:
         spec.check()
         if verify:
             spec.verify()
-        if batch_size < 1 or token_budget < 1:
-            raise ValueError("batch_size and token_budget must be positive")
+        if min(batch_size, token_budget, sort_window) < 1:
+            raise ValueError("batch_size, token_budget and sort_window must be positive")
         self.spec = spec
         self.batch_size = batch_size
         self.token_budget = token_budget
+        self.sort_window = sort_window
 
         try:
             tok = Tokenizer.from_file(str(spec.tokenizer_path))
@@ -406,26 +410,30 @@ class Embedder:
             if progress is not None:
                 progress(0, 0)
             return out
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
-        ids = [e.ids for e in encodings]
-        types = [e.type_ids for e in encodings]
-        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
-        order = np.argsort(lengths, kind="stable")
         done = 0
-        for batch in self._batches(order, lengths):
-            width = max(1, int(lengths[batch[-1]]))  # sorted: the last is the longest
-            input_ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            type_ids = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                m = int(lengths[i])
-                input_ids[row, :m] = ids[i]
-                mask[row, :m] = 1
-                type_ids[row, :m] = types[i]
-            out[batch] = self._run(input_ids, mask, type_ids)
-            done += len(batch)
-            if progress is not None:
-                progress(done, n)
+        # tokenise and length-sort a window at a time: bounded memory for 100k chunks
+        for lo in range(0, n, self.sort_window):
+            hi = min(n, lo + self.sort_window)
+            encodings = self._tokenizer.encode_batch(texts[lo:hi], add_special_tokens=True)
+            ids = [e.ids for e in encodings]
+            types = [e.type_ids for e in encodings]
+            del encodings
+            lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=hi - lo)
+            order = np.argsort(lengths, kind="stable")
+            for batch in self._batches(order, lengths):
+                width = max(1, int(lengths[batch[-1]]))  # sorted: the last is the longest
+                input_ids = np.full((len(batch), width), self._pad_id, dtype=np.int64)
+                mask = np.zeros((len(batch), width), dtype=np.int64)
+                type_ids = np.zeros((len(batch), width), dtype=np.int64)
+                for row, i in enumerate(batch):
+                    m = int(lengths[i])
+                    input_ids[row, :m] = ids[i]
+                    mask[row, :m] = 1
+                    type_ids[row, :m] = types[i]
+                out[lo + batch] = self._run(input_ids, mask, type_ids)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, n)
         return out
 
     def _batches(

@@ -69,7 +69,7 @@ def test_empty_and_whitespace_texts(embedder: Embedder) -> None:
 
 def test_order_preserved_under_length_sorting(spec: ModelSpec) -> None:
     # tiny batches force many length-sorted batches; each text must get its own vector
-    emb = Embedder(spec, threads=1, batch_size=2, token_budget=64)
+    emb = Embedder(spec, threads=1, batch_size=2, token_budget=64, sort_window=5)
     texts = [
         "word " * 150,  # truncated at max_tokens
         "short",
