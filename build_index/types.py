@@ -27,9 +27,10 @@ class PageInput:
 class Section:
     """The visible text between one heading and the next, on one page.
 
-    ``id`` is ``f"{page}#{anchor}"``. ``text`` is the section's visible text
-    (blocks joined by ``\\n``), capped near the parent-token budget; chunk
-    ``offsets`` index into it.
+    ``id`` is ``f"{page}#{anchor}"``. ``text`` is the section's complete
+    visible text (blocks joined by ``\\n``), never truncated, so chunk
+    ``offsets`` always index into it; a reader cuts a long parent to its own
+    budget (``chunking.parent_window``).
     """
 
     id: str
