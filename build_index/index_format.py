@@ -82,16 +82,24 @@ _STALE_TEMP_S: Final = 24 * 3600
 
 
 class _ModelSpecLike(Protocol):
-    """What ``ModelInfo.from_spec`` reads from the embedder's ``ModelSpec``."""
+    """What ``ModelInfo.from_spec`` reads from the embedder's (frozen) ``ModelSpec``."""
 
-    name: str
-    sha256: str
-    dim: int
-    pooling: str
-    max_tokens: int
-    query_prefix: str
-    passage_prefix: str
-    path: Path
+    @property
+    def name(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def pooling(self) -> str: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def query_prefix(self) -> str: ...
+    @property
+    def passage_prefix(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,7 @@ def write_index(
     _remove_stale_temps(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
+        tmp.chmod(0o755)  # mkdtemp makes 0700; the index may be served by another user
         files = _write_files(tmp, sections, chunks, matrix, bm25, model)
         manifest: Manifest = {
             "format": FORMAT,

@@ -498,3 +498,8 @@ def test_page_meta_dates_are_written_as_text(tmp_path: Path, model: ModelInfo) -
     index = read_index(tmp_path / "index")
     assert index.chunks[0]["meta"] == {"updated": "2024-05-17"}
     assert index.manifest == manifest and manifest["extra"] == {"built": "2024-05-17"}
+
+
+def test_the_index_folder_is_readable_by_others(tmp_path: Path, model: ModelInfo) -> None:
+    write_site(tmp_path / "index", model)
+    assert (tmp_path / "index").stat().st_mode & 0o755 == 0o755
