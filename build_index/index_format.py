@@ -11,7 +11,7 @@ An index is a flat directory (see ``site/reference`` and DESIGN.md):
 ``vector_scales.npy``  float32 (n,): row i ≈ ``vectors[i] * scales[i]``
 ``bm25_*.npy``         term → chunk CSR weights, plus ``vocab.json`` (``bm25.py``)
 ``model.onnx``         the embedding model that embedded the chunks, with its
-``tokenizer.json``     tokenizer and ``model.json`` (its descriptor)
+``tokenizer.json``     tokenizer and ``anchored-model.json`` (its descriptor)
 =====================  ==========================================================
 
 ``write_index`` builds the directory beside its destination, fsyncs it and
@@ -69,7 +69,7 @@ VECTORS: Final = "vectors.npy"
 SCALES: Final = "vector_scales.npy"
 MODEL_FILE: Final = "model.onnx"
 MODEL_TOKENIZER: Final = "tokenizer.json"
-MODEL_JSON: Final = "model.json"
+MODEL_JSON: Final = "anchored-model.json"
 REQUIRED_FILES: Final[frozenset[str]] = frozenset(
     {CHUNKS, SECTIONS, VECTORS, SCALES, MODEL_FILE, MODEL_TOKENIZER, MODEL_JSON, *BM25_FILES}
 )
@@ -132,7 +132,7 @@ class ModelInfo:
         )
 
     def descriptor(self) -> dict[str, Any]:
-        """``model.json``: the model's descriptor without local paths."""
+        """``anchored-model.json``: the model's descriptor without local paths."""
         return {
             "format": "anchored-model",
             "version": 1,
@@ -605,7 +605,7 @@ class Index:
 
     @property
     def model_dir(self) -> Path:
-        """The folder holding ``model.onnx``, ``tokenizer.json`` and ``model.json``."""
+        """The folder holding ``model.onnx``, ``tokenizer.json`` and ``anchored-model.json``."""
         return self.path
 
     @property

@@ -117,7 +117,7 @@ def embed_chunks(
     texts = [embedding_text(c) for c in chunks]
     vectors = np.zeros((len(texts), spec.dim), dtype=np.float32)
     cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
-    found = cache.lookup(texts) if cache else [None] * len(texts)
+    found = cache.lookup(texts) if cache is not None else [None] * len(texts)
     missing = [i for i, v in enumerate(found) if v is None]
     for i, v in enumerate(found):
         if v is not None:
@@ -128,9 +128,9 @@ def embed_chunks(
         log.info("anchored: embedding %d chunks (%d cached)", len(missing), report.cached)
         fresh = Embedder(spec).embed_passages([texts[i] for i in missing], progress=progress)
         vectors[missing] = fresh
-        if cache:
+        if cache is not None:
             cache.store([texts[i] for i in missing], fresh)
-    if cache:
+    if cache is not None:
         cache.flush()
     return vectors
 

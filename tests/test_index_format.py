@@ -189,7 +189,7 @@ def test_the_model_travels_with_the_index(tmp_path: Path, model: ModelInfo) -> N
         model.source_dir / "model.onnx"
     ).read_bytes()
     assert (index.model_dir / "tokenizer.json").is_file()
-    descriptor = json.loads((index.model_dir / "model.json").read_text())
+    descriptor = json.loads((index.model_dir / "anchored-model.json").read_text())
     assert descriptor["sha256"] == model.sha256 and descriptor["onnx"] == "model.onnx"
     assert "source_dir" not in descriptor and str(model.source_dir) not in json.dumps(descriptor)
 

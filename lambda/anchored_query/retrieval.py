@@ -86,7 +86,7 @@ class Retriever:
         self.index = index
         self.embedder = embedder
         self.per_variant = per_variant
-        self.pages = np.array([c["page"] for c in index.chunks], dtype=object)
+        self.pages = np.array(index.chunks.pages, dtype=object)
         self._scope_cache: dict[Scope, np.ndarray | None] = {}
 
     def mask(self, scope: Scope) -> np.ndarray | None:

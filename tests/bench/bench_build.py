@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from beir_site import DEFAULT_BEIR, REPO, write_project  # noqa: E402
 
-MODEL_FILES = {"model.onnx", "tokenizer.json", "model.json"}
+MODEL_FILES = {"model.onnx", "tokenizer.json", "anchored-model.json"}
 
 
 RUN_AND_REPORT_RSS = (
