@@ -122,7 +122,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     engine = _engine(args.index)
     questions = load_questions(Path(args.questions))
-    summary = evaluate(engine, questions, out=Path(args.out) if args.out else None, answers=args.answers)
+    summary = evaluate(
+        engine, questions, out=Path(args.out) if args.out else None, answers=args.answers
+    )
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
@@ -132,11 +134,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
-    from mkdocs.commands.build import build as mkdocs_build
-    from mkdocs.config import load_config
-
     from anchored_query.app import create_app
     from anchored_query.settings import Settings
+    from mkdocs.commands.build import build as mkdocs_build
+    from mkdocs.config import load_config
 
     site_dir = Path(tempfile.mkdtemp(prefix="anchored-site-"))
     config = load_config(args.config_file, site_dir=str(site_dir))
@@ -158,7 +159,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env(env)
     app = create_app(settings, site_dir=site_dir)
     print(f"Serving {config.site_name} with the ask box on http://{args.host}:{args.port}/")
-    print(f"  answers: {'LLM ' + settings.llm_model if settings.llm_provider != 'none' else 'extractive (no LLM configured)'}")
+    answers = "extractive (no LLM configured)"
+    if settings.llm_provider != "none":
+        answers = f"{settings.llm_provider} model {settings.llm_model}"
+    print(f"  answers: {answers}")
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
@@ -244,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(message)s",
     )
     from anchored_query.errors import QueryError
+
     from build_index.errors import AnchoredError
 
     try:

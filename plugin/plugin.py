@@ -17,12 +17,12 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
+from mkdocs_anchored.config import AnchoredConfig
 
 from build_index.chunking import ChunkSettings
 from build_index.errors import AnchoredError
 from build_index.pipeline import BuildConfig, BuildReport, build
 from build_index.types import PageInput
-from mkdocs_anchored.config import AnchoredConfig
 
 log = logging.getLogger("mkdocs.plugins.anchored")
 

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from mkdocs_anchored.config import AnchoredConfig
 from mkdocs_anchored.plugin import AnchoredPlugin, inject_widget
 

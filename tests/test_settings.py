@@ -1,7 +1,6 @@
 """Settings are read once from the environment and fail naming the key."""
 
 import pytest
-
 from anchored_query.settings import Settings, SettingsError
 
 

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from anchored_query.errors import QueryError
 from anchored_query.settings import Settings
 from anchored_query.validation import (
@@ -65,7 +64,9 @@ def test_bad_ask_requests(data: dict[str, object], status: int) -> None:
 
 
 def test_history_keeps_only_the_last_turns_within_budget() -> None:
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i}"} for i in range(10)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i}"} for i in range(10)
+    ]
     request = parse_ask({"question": "and then?", "history": history}, SETTINGS)
     assert [t.content for t in request.history] == ["t6", "t7", "t8", "t9"]
 
@@ -83,7 +84,9 @@ def test_feedback_checks() -> None:
     assert ok.rating == "up"
     assert status_of(parse_feedback, {"answer_id": "../../etc", "rating": "up"}) == 400
     assert status_of(parse_feedback, {"answer_id": "a", "rating": "meh"}) == 400
-    assert status_of(parse_feedback, {"answer_id": "a", "rating": "up", "comment": "x" * 2001}) == 413
+    assert (
+        status_of(parse_feedback, {"answer_id": "a", "rating": "up", "comment": "x" * 2001}) == 413
+    )
 
 
 def test_search_parameters() -> None:

@@ -60,7 +60,9 @@ class RateLimiter:
         return wait
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers=headers)
 
 
@@ -84,19 +86,25 @@ def create_app(
         wait = limiter.check(client_of(request))
         if wait:
             raise QueryError(
-                429, "rate_limited", "too many questions; wait a moment",
+                429,
+                "rate_limited",
+                "too many questions; wait a moment",
                 headers={"Retry-After": str(max(1, math.ceil(wait)))},
             )
 
     async def body_of(request: Request) -> dict[str, Any]:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
-            raise QueryError(413, "too_large", f"the request body is over {settings.max_body_bytes} bytes")
+            raise QueryError(
+                413, "too_large", f"the request body is over {settings.max_body_bytes} bytes"
+            )
         body = b""
         async for part in request.stream():
             body += part
             if len(body) > settings.max_body_bytes:
-                raise QueryError(413, "too_large", f"the request body is over {settings.max_body_bytes} bytes")
+                raise QueryError(
+                    413, "too_large", f"the request body is over {settings.max_body_bytes} bytes"
+                )
         return parse_json_body(body, settings.max_body_bytes)
 
     async def ask(request: Request) -> Response:
@@ -108,7 +116,9 @@ def create_app(
 
     async def search(request: Request) -> Response:
         limited(request)
-        query, k = parse_search(request.query_params.get("q"), request.query_params.get("k"), settings)
+        query, k = parse_search(
+            request.query_params.get("q"), request.query_params.get("k"), settings
+        )
         from starlette.concurrency import run_in_threadpool
 
         return JSONResponse(await run_in_threadpool(engine.search, query, k))
@@ -124,7 +134,9 @@ def create_app(
             key = await run_in_threadpool(store.save, item, build_id=build_id)
         except Exception as exc:  # the reader's feedback must not vanish silently
             log.error("feedback could not be stored: %s", type(exc).__name__)
-            raise QueryError(503, "feedback_unavailable", "feedback could not be stored; try again") from None
+            raise QueryError(
+                503, "feedback_unavailable", "feedback could not be stored; try again"
+            ) from None
         return JSONResponse({"stored": True, "id": key.rsplit("/", 1)[-1].removesuffix(".json")})
 
     async def health(request: Request) -> Response:
@@ -134,7 +146,7 @@ def create_app(
 
     async def on_query_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, QueryError)
-        return error_response(exc.status, exc.code, exc.message, getattr(exc, "headers", None))
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

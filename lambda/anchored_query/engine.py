@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchored_query.citations import parse_answer, renumber, verify
+from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
 from anchored_query.index_store import IndexSource
@@ -223,9 +223,10 @@ class Engine:
         assert self.llm is not None
         try:
             reply = self.llm.complete(
-                [ChatMessage(m.role, m.content) for m in build_rewrite_messages(
-                    request.question, request.history
-                )],
+                [
+                    ChatMessage(m.role, m.content)
+                    for m in build_rewrite_messages(request.question, request.history)
+                ],
                 max_tokens=200,
                 timeout_s=min(8.0, self.settings.llm_timeout_s),
             )
@@ -299,22 +300,20 @@ def make_client_from(settings: Settings) -> LLMClient | None:
     )
 
 
-def _covered(passages: list[Passage]) -> list[dict[str, Any]]:
+def _covered(passages: list[Passage]) -> list[CitationItem]:
     """Citations for the sections the docs do cover (shown with an abstention)."""
-    out = []
-    for i, p in enumerate(passages, start=1):
-        out.append(
-            {
-                "n": i,
-                "chunk_id": p.chunk_ids[0],
-                "url": p.url,
-                "title": p.title,
-                "heading_path": p.heading_path,
-                "passage": p.highlight[:600],
-                "highlight": p.highlight,
-            }
+    return [
+        CitationItem(
+            n=i,
+            chunk_id=p.chunk_ids[0],
+            url=p.url,
+            title=p.title,
+            heading_path=p.heading_path,
+            passage=p.highlight[:600],
+            highlight=p.highlight,
         )
-    return out
+        for i, p in enumerate(passages, start=1)
+    ]
 
 
 def _scope_note(scope: Scope) -> str:

@@ -61,11 +61,14 @@ class QueryError(Exception):
     text or internals.
     """
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(status, code, message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}: {self.message}"

@@ -94,7 +94,11 @@ def ranked_refs(engine: _Engine, question: str, depth: int = RANK_DEPTH) -> list
 
 
 def evaluate(
-    engine: _Engine, questions: Sequence[Question], *, out: Path | None = None, answers: bool = False
+    engine: _Engine,
+    questions: Sequence[Question],
+    *,
+    out: Path | None = None,
+    answers: bool = False,
 ) -> dict[str, float | int]:
     """Run every question; return the averaged metrics (and write a run file)."""
     sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}

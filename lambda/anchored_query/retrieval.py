@@ -10,9 +10,9 @@ number the model cites.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +76,8 @@ def top_rows(scores: np.ndarray, k: int, mask: np.ndarray | None) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     part = np.argpartition(-scores, k - 1)[:k]
     part = part[np.isfinite(scores[part])]
-    return part[np.argsort(-scores[part], kind="stable")]
+    ordered: np.ndarray = part[np.argsort(-scores[part], kind="stable")]
+    return ordered
 
 
 class Retriever:
@@ -143,7 +144,6 @@ class Retriever:
         token_budget: int,
         max_passages: int,
         estimate_tokens: TokenCounter,
-        excluded: Sequence[Hit] = (),
     ) -> list[Passage]:
         """Turn ranked chunks into numbered passages within a token budget.
 
@@ -153,87 +153,100 @@ class Retriever:
         numbered 1..n in that order.
         """
         chunks = self.index.chunks
-        by_section: dict[str, list[Hit]] = defaultdict(list)
-        order: list[str] = []
+        groups: dict[str, list[Hit]] = {}
         used = 0
         for hit in hits:
             chunk = chunks[hit.row]
-            section = chunk["parent"]
-            cost = estimate_tokens(chunk["text"])
-            if section not in by_section:
-                if len(order) >= max_passages:
-                    continue
-                order.append(section)
-            if used + cost > token_budget and by_section[section]:
-                continue
+            section_id = str(chunk["parent"])
+            cost = estimate_tokens(_chunk_body(chunk))
             if used + cost > token_budget:
-                order.pop()
-                del by_section[section]
                 break
-            by_section[section].append(hit)
+            if section_id not in groups:
+                if len(groups) >= max_passages:
+                    continue
+                groups[section_id] = []
+            groups[section_id].append(hit)
             used += cost
 
-        drafts = []
-        for section_id in order:
-            group = sorted(by_section[section_id], key=lambda h: chunks[h.row]["offsets"][0])
-            drafts.append(self._draft(section_id, group, token_budget - used, estimate_tokens))
-            used += drafts[-1][2]
+        drafts: list[_Draft] = []
+        for section_id, group in groups.items():
+            group.sort(key=lambda h: chunks[h.row]["offsets"][0])
+            draft = self._draft(section_id, group, token_budget - used, estimate_tokens)
+            used += draft.extra_tokens
+            drafts.append(draft)
 
         page_rank: dict[str, int] = {}
         for d in drafts:
-            page_rank.setdefault(d[0]["page"], len(page_rank))
-        drafts.sort(key=lambda d: page_rank[d[0]["page"]])
+            page_rank.setdefault(d.page, len(page_rank))
+        drafts.sort(key=lambda d: page_rank[d.page])
         return [
             Passage(
                 n=i + 1,
-                chunk_ids=d[1],
-                section_id=d[0]["parent"],
-                page=d[0]["page"],
-                anchor=d[0]["anchor"],
-                title=d[0]["title"],
-                heading_path=list(d[0]["heading_path"]),
-                text=d[3],
-                highlight=d[4],
-                score=d[5],
+                chunk_ids=d.chunk_ids,
+                section_id=d.section_id,
+                page=d.page,
+                anchor=d.anchor,
+                title=d.title,
+                heading_path=d.heading_path,
+                text=d.text,
+                highlight=d.highlight,
+                score=d.score,
             )
             for i, d in enumerate(drafts)
         ]
 
     def _draft(
         self, section_id: str, group: list[Hit], spare: int, estimate_tokens: TokenCounter
-    ) -> tuple[dict[str, object], list[str], int, str, str, float]:
-        """One passage's pieces: first chunk, chunk ids, extra tokens, text, highlight, score."""
+    ) -> _Draft:
         chunks = self.index.chunks
-        first = chunks[group[0].row]
-        ids = [chunks[h.row]["id"] for h in group]
-        pieces = [_chunk_body(chunks[h.row]) for h in group]
-        highlight = _highlight_text(chunks, group)
-        text = "\n".join(pieces)
+        rows = [chunks[h.row] for h in group]
+        best = rows[max(range(len(group)), key=lambda i: group[i].score)]
+        text = "\n".join(_chunk_body(c) for c in rows)
         extra = 0
         section = self.index.sections.get(section_id)
+        highlight = str(best["text"])
         if section is not None:
-            parent = section["text"]
+            parent = str(section["text"])
+            start, end = best["offsets"]
+            # The exact visible text on the page (a table chunk's text repeats the header).
+            highlight = parent[start:end] or highlight
             parent_cost = estimate_tokens(parent) - estimate_tokens(text)
             if len(parent) > len(text) and 0 < parent_cost <= spare:
                 text, extra = parent, parent_cost
-        score = max(h.score for h in group)
-        return first, ids, extra, text, highlight, score
+        return _Draft(
+            section_id=section_id,
+            page=str(best["page"]),
+            anchor=str(best["anchor"]),
+            title=str(best["title"]),
+            heading_path=[str(h) for h in best["heading_path"]],
+            chunk_ids=[str(c["id"]) for c in rows],
+            text=text,
+            highlight=_SPACE.sub(" ", highlight).strip(),
+            score=max(h.score for h in group),
+            extra_tokens=extra,
+        )
+
+
+@dataclass
+class _Draft:
+    """A passage before it is numbered."""
+
+    section_id: str
+    page: str
+    anchor: str
+    title: str
+    heading_path: list[str]
+    chunk_ids: list[str]
+    text: str
+    highlight: str
+    score: float
+    extra_tokens: int
 
 
 _SPACE = re.compile(r"\s+")
 
 
-def _chunk_body(chunk: dict[str, object]) -> str:
+def _chunk_body(chunk: Mapping[str, Any]) -> str:
     header = str(chunk.get("header") or "")
     text = str(chunk["text"])
     return f"{header}\n{text}" if header else text
-
-
-def _highlight_text(chunks: Sequence[dict[str, object]], group: Sequence[Hit]) -> str:
-    """The visible text the page highlights: the best-ranked child chunk.
-
-    A table chunk's repeated header is not part of its rows on the page, so it
-    is left out; whitespace is normalised because the page matches it that way.
-    """
-    best = max(group, key=lambda h: h.score)
-    return _SPACE.sub(" ", str(chunks[best.row]["text"])).strip()

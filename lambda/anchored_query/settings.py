@@ -90,7 +90,9 @@ class Settings:
             if not base_url:
                 raise SettingsError("ANCHORED_LLM_BASE_URL is required with provider openai")
             if not base_url.startswith(("http://", "https://")):
-                raise SettingsError(f"ANCHORED_LLM_BASE_URL must be an http(s) URL, got {base_url!r}")
+                raise SettingsError(
+                    f"ANCHORED_LLM_BASE_URL must be an http(s) URL, got {base_url!r}"
+                )
         origins = tuple(
             o.strip().rstrip("/")
             for o in _get(env, "ANCHORED_ALLOWED_ORIGINS", "").split(",")

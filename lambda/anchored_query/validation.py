@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from anchored_query.errors import QueryError
@@ -23,7 +23,7 @@ class AskRequest:
 
     question: str
     history: tuple[Turn, ...] = ()
-    scope: Scope = Scope()
+    scope: Scope = field(default_factory=Scope)
     mode: Mode = "auto"
 
 
@@ -107,7 +107,9 @@ def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
         raise QueryError(413, "too_large", "'history' has more than 1000 turns")
     turns: list[Turn] = []
     budget = settings.max_history_chars
-    for item in reversed(value[-settings.max_history_turns * 2 :] if settings.max_history_turns else []):
+    for item in reversed(
+        value[-settings.max_history_turns * 2 :] if settings.max_history_turns else []
+    ):
         if not isinstance(item, dict):
             raise bad("each 'history' item must be an object with 'role' and 'content'")
         role = item.get("role")

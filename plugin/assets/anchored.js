@@ -66,6 +66,7 @@ function showPill(found) {
   pill = document.createElement('div');
   pill.className = 'anchored-ui anchored-pill';
   pill.setAttribute('role', 'status');
+  pill.dataset.path = location.pathname;
   const text = document.createElement('span');
   text.textContent = found ? 'Cited passage highlighted' : 'The cited passage was not found on this page; showing its section.';
   let back = 'Ask a question';
@@ -116,7 +117,12 @@ function highlightFromLocation() {
 function navigate(citation, href, event) {
   if (event.defaultPrevented || event.button > 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
   const u = new URL(href);
-  if (u.origin !== location.origin || pagePath(u) !== pagePath(location)) return;
+  if (u.origin !== location.origin || pagePath(u) !== pagePath(location)) {
+    // Another page: the link navigates (a reload, or Material's instant navigation, which
+    // keeps this dialog in the DOM), so get the dialog out of the way of the passage.
+    if (dialog) dialog.close(false);
+    return;
+  }
   event.preventDefault();
   event.stopPropagation(); // keep Material's instant navigation out of it
   if (dialog) dialog.close(false);
@@ -239,6 +245,7 @@ document.addEventListener('keydown', (e) => {
 });
 
 function onPage() {
+  if (pill && pill.dataset.path !== location.pathname) hidePill(); // left over from the previous page
   if (!button || !button.isConnected) {
     button = button || makeButton();
     attach(button);

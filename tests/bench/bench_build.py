@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from beir_site import DEFAULT_BEIR, REPO, write_project  # noqa: E402
+from beir_site import DEFAULT_BEIR, REPO, write_project
 
 MODEL_FILES = {"model.onnx", "tokenizer.json", "anchored-model.json"}
 
@@ -40,7 +40,8 @@ RUN_AND_REPORT_RSS = (
     "try:\n"
     "    cli.main(args=['build', '-q', '-f', sys.argv[1]], standalone_mode=False)\n"
     "finally:\n"
-    "    print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "    print('PEAK_RSS_KB', rss, file=sys.stderr)\n"
 )
 
 
@@ -93,9 +94,16 @@ def embed_throughput(index_dir: Path, sample: int) -> dict[str, float]:
     texts = []
     for row in rows[::step][:sample]:
         chunk = Chunk(
-            id=row["id"], page=row["page"], anchor=row["anchor"], title=row["title"],
-            heading_path=row["heading_path"], type=row["type"], text=row["text"],
-            parent=row["parent"], offsets=tuple(row["offsets"]), header=row.get("header", ""),
+            id=row["id"],
+            page=row["page"],
+            anchor=row["anchor"],
+            title=row["title"],
+            heading_path=row["heading_path"],
+            type=row["type"],
+            text=row["text"],
+            parent=row["parent"],
+            offsets=tuple(row["offsets"]),
+            header=row.get("header", ""),
         )
         texts.append(embedding_text(chunk))
     spec = ModelSpec.from_dir(index_dir)
@@ -136,7 +144,7 @@ def bench_project(name: str, project: Path) -> dict[str, object]:
     plain2, _, _ = timed_build(project, plain_cfg.name)
     plain = min(plain, plain2)
     cold, cold_rss, _ = timed_build(project)
-    warm, warm_rss, _ = timed_build(project)
+    warm, _, _ = timed_build(project)
     sizes = index_sizes(project / ".anchored" / "index")
     return {
         "site": name,
@@ -150,7 +158,9 @@ def bench_project(name: str, project: Path) -> dict[str, object]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("beir", nargs="?", default=str(DEFAULT_BEIR))
     p.add_argument("--limit", type=int, default=None, help="documents of the corpus to use")
     p.add_argument("--skip-site", action="store_true")
@@ -173,7 +183,10 @@ def main() -> None:
     rows.append(bench_project(f"{beir.name} ({args.limit or 'all'} docs)", proj))
     tp = embed_throughput(proj / ".anchored" / "index", args.sample)
 
-    print("\n| site | chunks | plain build | +plugin cold | +plugin warm | warm overhead | peak RSS | bytes/chunk | besides text |")
+    print(
+        "\n| site | chunks | plain build | +plugin cold | +plugin warm | warm overhead "
+        "| peak RSS | bytes/chunk | besides text |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(

@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from beir_site import (  # noqa: E402
+from anchored_query.evaluation import load_questions, mrr_at, ndcg_at, recall_at
+from beir_site import (
     DEFAULT_BEIR,
     load_corpus,
     load_qrels,
@@ -29,8 +30,6 @@ from beir_site import (  # noqa: E402
     write_project,
     write_questions,
 )
-
-from anchored_query.evaluation import load_questions, mrr_at, ndcg_at, recall_at  # noqa: E402
 
 
 def build_site(beir: Path, work: Path, limit: int | None) -> Path:
@@ -55,7 +54,9 @@ def score_runs(runs: dict[str, list[str]], gold: dict[str, set[str]]) -> dict[st
     }
 
 
-def run_bm25s(beir: Path, limit: int | None, where: dict[str, str], queries: dict[str, str]) -> tuple[dict[str, list[str]], float]:
+def run_bm25s(
+    beir: Path, limit: int | None, where: dict[str, str], queries: dict[str, str]
+) -> tuple[dict[str, list[str]], float]:
     import bm25s
 
     try:
@@ -68,7 +69,10 @@ def run_bm25s(beir: Path, limit: int | None, where: dict[str, str], queries: dic
     ids = [d["id"] for d in docs]
     corpus = [f"{d['title']} {d['text']}" for d in docs]
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+    retriever.index(
+        bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False),
+        show_progress=False,
+    )
     runs: dict[str, list[str]] = {}
     times = []
     for qid, text in queries.items():
@@ -80,8 +84,11 @@ def run_bm25s(beir: Path, limit: int | None, where: dict[str, str], queries: dic
     return runs, statistics.median(times) * 1000
 
 
-def run_anchored(index: Path, questions: list, mode: tuple[str, ...]) -> tuple[dict[str, list[str]], float]:
+def run_anchored(
+    index: Path, questions: list, mode: tuple[str, ...]
+) -> tuple[dict[str, list[str]], float]:
     from anchored_query.retrieval import Retriever, keyword_form
+
     from build_index.embedder import Embedder, ModelSpec
     from build_index.index_format import read_index
 
@@ -107,7 +114,9 @@ def run_anchored(index: Path, questions: list, mode: tuple[str, ...]) -> tuple[d
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("beir", nargs="?", default=str(DEFAULT_BEIR))
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--work", default=None, help="folder for the generated site (reused if built)")
@@ -138,7 +147,10 @@ def main() -> None:
     print("| retriever | nDCG@10 | Recall@100 | MRR@10 | per query (p50) |")
     print("|---|---|---|---|---|")
     for label, m, ms in rows:
-        print(f"| {label} | {m['ndcg@10']:.3f} | {m['recall@100']:.3f} | {m['mrr@10']:.3f} | {ms:.1f} ms |")
+        print(
+            f"| {label} | {m['ndcg@10']:.3f} | {m['recall@100']:.3f} "
+            f"| {m['mrr@10']:.3f} | {ms:.1f} ms |"
+        )
 
 
 if __name__ == "__main__":
