@@ -29,7 +29,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 HERE = Path(__file__).resolve().parent
 ASSETS = HERE.parent.parent / "plugin" / "assets"
 FIXTURES = json.loads((HERE / "fixtures.json").read_text(encoding="utf-8"))
-SITES = {"material": HERE / "pages" / "material.yml", "mkdocs": HERE / "pages" / "mkdocs.yml"}
+SITES = {
+    "material": HERE / "pages" / "material.yml",
+    "mkdocs": HERE / "pages" / "mkdocs.yml",
+    "instant": HERE / "pages" / "material-instant.yml",  # Material with navigation.instant
+}
 SLOW_SECONDS = 4.0
 
 # Keyword in the question (lower case) -> fixture name.
@@ -45,10 +49,19 @@ STATE: dict[str, list[dict]] = {"feedback": [], "asks": []}
 LOCK = threading.Lock()
 
 
-def build_sites(out: Path) -> dict[str, Path]:
+def build_sites(out: Path, origin: str) -> dict[str, Path]:
     built = {}
     for name, config in SITES.items():
         dest = out / name
+        if name == "instant":
+            # Material only swaps pages for URLs in its sitemap, host and port included:
+            # give this build the harness's real address.
+            wrapper = out / f"{name}.yml"
+            wrapper.write_text(
+                f"INHERIT: {config}\nsite_url: {origin}/{name}/\ndocs_dir: {config.parent / 'docs'}\n",
+                encoding="utf-8",
+            )
+            config = wrapper
         subprocess.run(
             [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(config), "-d", str(dest)],
             check=True,
@@ -222,8 +235,8 @@ def main() -> None:
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="anchored-harness-") as tmp:
-        Handler.sites = build_sites(Path(tmp))
         server = ThreadingHTTPServer((args.host, args.port), Handler)
+        Handler.sites = build_sites(Path(tmp), f"http://{args.host}:{server.server_address[1]}")
         server.daemon_threads = True
         server.verbose = args.verbose  # type: ignore[attr-defined]
         print(f"READY http://{args.host}:{server.server_address[1]}", flush=True)

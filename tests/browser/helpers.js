@@ -10,6 +10,8 @@ export const BASE = (process.env.ANCHORED_TEST_URL || 'http://127.0.0.1:8765').r
 /** Site prefixes on that server: the Material build and the default-theme build ("" skips the latter). */
 export const SITE = process.env.ANCHORED_TEST_SITE ?? '/material/';
 export const MKDOCS_SITE = process.env.ANCHORED_TEST_MKDOCS_SITE ?? '/mkdocs/';
+/** The Material build with navigation.instant ("" skips its test). */
+export const INSTANT_SITE = process.env.ANCHORED_TEST_INSTANT_SITE ?? '/instant/';
 /** Page (relative to the site root) that holds the cited passages, and a page that does not. */
 export const PAGE = process.env.ANCHORED_TEST_PAGE ?? 'user-guide/configuration/';
 export const OTHER = process.env.ANCHORED_TEST_OTHER_PAGE ?? 'about/';

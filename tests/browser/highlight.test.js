@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  BASE, FIXTURES, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, key, launch, newPage, open, readHighlight, until,
+  BASE, FIXTURES, INSTANT_SITE, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, key, launch, newPage, open, readHighlight, until,
 } from './helpers.js';
 
 let browser;
@@ -162,6 +162,32 @@ test("MkDocs' default theme: Ask button next to search, permalinks ignored, high
   await page.click('.anchored-search-link');
   await page.waitForSelector('#mkdocs_search_modal.show');
   assert.equal(await page.inputValue('#mkdocs-search-query'), 'Is it down?');
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("Material's instant navigation: the widget follows page swaps without reloading", async (t) => {
+  if (!INSTANT_SITE) return t.skip('ANCHORED_TEST_INSTANT_SITE is empty');
+  const page = await newPage(browser);
+  await open(page, '', { site: INSTANT_SITE });
+  await page.evaluate(() => {
+    window.__stay = 'same document';
+  });
+  // A Material link swaps the page in place; the button stays, the scope follows the new page.
+  await page.click('article a[href*="configuration"]');
+  await page.waitForFunction((p) => location.pathname.endsWith(p), PAGE);
+  assert.equal(await page.evaluate(() => window.__stay), 'same document', 'instant navigation expected');
+  assert.equal(await page.locator('.anchored-open').count(), 1);
+  await ask(page, 'How do I configure the endpoint?');
+  assert.ok(await page.locator('.anchored-scope').isVisible(), 'section scope offered on a user-guide page');
+  // A chip to another page: Material swaps it in, the widget highlights there.
+  await page.locator('.anchored-answer .anchored-chip', { hasText: '5' }).first().click();
+  await page.waitForFunction(() => location.pathname.endsWith('/highlighting/'));
+  await assertHighlighted(page, FIXTURES.default.citations[4].highlight, 'after instant navigation');
+  assert.equal(await page.evaluate(() => window.__stay), 'same document');
+  assert.equal(new URL(page.url()).search, '');
+  assert.ok(await page.locator('dialog.anchored-dialog').evaluate((d) => !d.open), 'dialog out of the way');
+  assert.equal(await page.locator('.anchored-open').count(), 1);
   assert.deepEqual(page.errors, []);
   await page.context().close();
 });
