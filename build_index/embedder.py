@@ -319,6 +319,7 @@ class Embedder:
         batch_size: int = 64,
         token_budget: int = 8192,
         sort_window: int = 8192,
+        spin_wait: bool = False,
         verify: bool = True,
     ) -> None:
         """Load ``spec`` (checking the ONNX file's sha256 unless ``verify`` is False).
@@ -326,7 +327,10 @@ class Embedder:
         ``threads`` is onnxruntime's intra-op thread count (default: the cores
         this process may use). Texts are tokenised and length-sorted
         ``sort_window`` at a time; each batch holds at most ``batch_size`` texts
-        and ``token_budget`` padded tokens.
+        and ``token_budget`` padded tokens. ``spin_wait`` lets onnxruntime's
+        worker threads busy-wait between operators: a few percent faster on an
+        idle machine, but about half the speed on a busy one (CI, a laptop
+        building other things) and billed CPU on Lambda, so it is off by default.
         """
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -360,6 +364,7 @@ class Embedder:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
         try:
             self._session = ort.InferenceSession(
                 str(spec.path), sess_options=opts, providers=["CPUExecutionProvider"]
