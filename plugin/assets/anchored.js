@@ -1,6 +1,7 @@
 // Anchored widget entry point (loaded as <script type="module">): reads the config the
 // plugin injected, highlights a cited passage named in the URL, and adds the Ask button.
 // The dialog module is loaded on first use.
+import { icon } from './dom.js';
 import { clearHighlight, highlight, reveal } from './highlight.js';
 import { decodeSpec, pagePath, readParam, specFor, stripParam } from './text.js';
 
@@ -181,13 +182,7 @@ function makeButton() {
     b.setAttribute('aria-keyshortcuts', String(cfg.shortcut));
     b.title = `${cfg.title || 'Ask the docs'} (${cfg.shortcut})`;
   }
-  const ns = 'http://www.w3.org/2000/svg';
-  const svg = document.createElementNS(ns, 'svg');
-  svg.setAttribute('viewBox', '0 0 24 24');
-  svg.setAttribute('aria-hidden', 'true');
-  const path = document.createElementNS(ns, 'path');
-  path.setAttribute('d', 'M4 3h16a2 2 0 0 1 2 2v11a2 2 0 0 1-2 2H8l-4 4V5a2 2 0 0 1 2-2m0 2v12.2L7.2 16H20V5H4m7 8h2v2h-2v-2m1-7a3 3 0 0 1 3 3c0 1-.6 1.6-1.2 2-.5.4-.8.6-.8 1h-2c0-1.1.6-1.6 1.1-2 .5-.3.9-.6.9-1a1 1 0 0 0-2 0H9a3 3 0 0 1 3-3z');
-  svg.append(path);
+  const svg = icon('ask');
   const label = document.createElement('span');
   label.className = 'anchored-open__label';
   label.textContent = 'Ask';

@@ -1,15 +1,9 @@
-// The "Ask the docs" dialog: question box, staged progress, cited answer, sources,
-// follow-ups, scope, copy, feedback. Every piece of data goes in as text nodes.
+// The "Ask the docs" dialog: question box, staged progress, the conversation (follow-ups),
+// scope, the passage preview. Answers are drawn by answer.js; data only becomes text nodes.
+import { renderTurnBody } from './answer.js';
 import { apiUrl, postJSON, readAnswer } from './api.js';
-import {
-  answerText,
-  citationHref,
-  citationPath,
-  groupByPage,
-  prefixLabel,
-  sectionPrefix,
-  toMarkdown,
-} from './text.js';
+import { el, icon } from './dom.js';
+import { answerText, citationHref, citationPath, prefixLabel, sectionPrefix } from './text.js';
 
 const STORE = 'anchored:conversation';
 const STAGES = [
@@ -17,49 +11,6 @@ const STAGES = [
   [1500, 'Reading the best passages…'],
   [4000, 'Writing the answer…'],
 ];
-const REASONS = [
-  ['incorrect', 'Wrong or misleading'],
-  ['off_topic', 'Not what I asked'],
-  ['missing', 'Not covered well'],
-  ['bad_citation', 'Sources don’t match'],
-];
-const ICONS = {
-  ask: 'M4 3h16a2 2 0 0 1 2 2v11a2 2 0 0 1-2 2H8l-4 4V5a2 2 0 0 1 2-2m0 2v12.2L7.2 16H20V5H4m7 8h2v2h-2v-2m1-7a3 3 0 0 1 3 3c0 1-.6 1.6-1.2 2-.5.4-.8.6-.8 1h-2c0-1.1.6-1.6 1.1-2 .5-.3.9-.6.9-1a1 1 0 0 0-2 0H9a3 3 0 0 1 3-3z',
-  close: 'M19 6.4 17.6 5 12 10.6 6.4 5 5 6.4 10.6 12 5 17.6 6.4 19 12 13.4 17.6 19 19 17.6 13.4 12z',
-  send: 'M2 21l21-9L2 3v7l15 2-15 2z',
-  up: 'M1 21h4V9H1v12zm22-11c0-1.1-.9-2-2-2h-6.3l1-4.6v-.3c0-.4-.2-.8-.5-1.1L14.2 1 7.6 7.6C7.2 8 7 8.5 7 9v10c0 1.1.9 2 2 2h9c.8 0 1.5-.5 1.8-1.2l3-7.1c.1-.2.2-.5.2-.7v-2z',
-  down: 'M15 3H6c-.8 0-1.5.5-1.8 1.2l-3 7.1c-.1.2-.2.5-.2.7v2c0 1.1.9 2 2 2h6.3l-1 4.6v.3c0 .4.2.8.5 1.1L9.8 23l6.6-6.6c.4-.4.6-.9.6-1.4V5c0-1.1-.9-2-2-2zm4 0v12h4V3h-4z',
-  copy: 'M16 1H4a2 2 0 0 0-2 2v14h2V3h12V1zm3 4H8a2 2 0 0 0-2 2v14a2 2 0 0 0 2 2h11a2 2 0 0 0 2-2V7a2 2 0 0 0-2-2zm0 16H8V7h11v14z',
-  reset: 'M17.6 6.4A8 8 0 1 0 19.7 14h-2.1A6 6 0 1 1 12 6c1.7 0 3.1.7 4.2 1.8L13 11h7V4l-2.4 2.4z',
-};
-
-/** Build an element; props are attributes ("class", "text" and "on…" are special). Children become text nodes or elements. */
-export function el(tag, props = {}, ...kids) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(props)) {
-    if (v == null || v === false) continue;
-    if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
-    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const k of kids.flat(Infinity)) if (k != null && k !== false) e.append(k);
-  return e;
-}
-
-/** An inline SVG icon from the fixed path table above. */
-export function icon(name) {
-  const ns = 'http://www.w3.org/2000/svg';
-  const svg = document.createElementNS(ns, 'svg');
-  svg.setAttribute('viewBox', '0 0 24 24');
-  svg.setAttribute('aria-hidden', 'true');
-  svg.setAttribute('focusable', 'false');
-  const path = document.createElementNS(ns, 'path');
-  path.setAttribute('d', ICONS[name]);
-  svg.append(path);
-  return svg;
-}
-
 function load() {
   try {
     const turns = JSON.parse(sessionStorage.getItem(STORE) || '[]');
@@ -197,231 +148,25 @@ export function createDialog(env) {
     tipFor = null;
   }
 
-  function citeLink(c, cls, ...content) {
-    const href = hrefFor(c);
-    const props = { class: cls };
-    if (!href) return el('span', props, ...content); // unsafe or unusable url: plain text
-    props.href = href;
-    props.onclick = (e) => env.navigate(c, href, e);
-    return el('a', props, ...content);
-  }
-
-  function chip(c) {
-    const a = citeLink(c, 'anchored-chip', String(c.n));
-    a.setAttribute('aria-label', `Source ${c.n}: ${citationPath(c)}`);
-    a.addEventListener('mouseenter', () => showTip(a, c));
-    a.addEventListener('focus', () => showTip(a, c));
-    a.addEventListener('mouseleave', hideTip);
-    a.addEventListener('blur', hideTip);
-    if (!a.href) a.tabIndex = 0;
-    return a;
-  }
-
-  function sources(reply, heading) {
-    return el(
-      'div',
-      { class: 'anchored-sources' },
-      el('h3', { class: 'anchored-sources__title', text: heading }),
-      el(
-        'ul',
-        { class: 'anchored-pages' },
-        groupByPage(reply.citations).map((g) =>
-          el(
-            'li',
-            { class: 'anchored-page' },
-            el('span', { class: 'anchored-page__title', text: g.title }),
-            el(
-              'ul',
-              {},
-              g.items.map((c) =>
-                el('li', {}, citeLink(c, 'anchored-source', el('span', { class: 'anchored-source__n', text: String(c.n) }), ' ', citationPath(c))),
-              ),
-            ),
-          ),
-        ),
-      ),
-    );
-  }
-
-  function feedback(turn) {
-    const note = el('span', { class: 'anchored-fb__note', role: 'status' });
-    const box = el('div', { class: 'anchored-fb', role: 'group', 'aria-label': 'Was this answer helpful?' });
-    const reasonForm = el('form', { class: 'anchored-fb__form', hidden: true });
-    const send = async (rating, reason, comment) => {
-      const payload = { answer_id: turn.reply.id, rating };
-      if (reason) payload.reason = reason;
-      if (comment) payload.comment = comment;
-      note.textContent = 'Sending…';
-      try {
-        await postJSON(apiUrl(cfg.endpoint, 'v1/feedback'), payload, { timeout: 15000 });
-        turn.rating = rating;
-        save(turns);
-        note.textContent = 'Thanks for the feedback.';
-        reasonForm.hidden = true;
-        up.disabled = down.disabled = true;
-      } catch {
-        note.textContent = 'Feedback could not be sent. Please try again.';
-      }
-    };
-    const press = (which) => {
-      up.setAttribute('aria-pressed', String(which === 'up'));
-      down.setAttribute('aria-pressed', String(which === 'down'));
-    };
-    const up = el('button', { type: 'button', class: 'anchored-icon-btn', 'aria-label': 'Helpful', title: 'Helpful', 'aria-pressed': 'false', onclick: () => (press('up'), send('up')) }, icon('up'));
-    const down = el(
-      'button',
-      {
-        type: 'button',
-        class: 'anchored-icon-btn',
-        'aria-label': 'Not helpful',
-        title: 'Not helpful',
-        'aria-pressed': 'false',
-        onclick: () => {
-          press('down');
-          reasonForm.hidden = false;
-          reasonForm.querySelector('input').focus();
-        },
-      },
-      icon('down'),
-    );
-    const name = uid + '-r' + turns.indexOf(turn);
-    const comment = el('textarea', { class: 'anchored-fb__comment', rows: '2', maxlength: '1000', 'aria-label': 'Comment (optional)', placeholder: 'What was wrong? (optional)' });
-    reasonForm.append(
-      el(
-        'fieldset',
-        {},
-        el('legend', { text: 'What went wrong? (optional)' }),
-        REASONS.map(([value, label]) => el('label', { class: 'anchored-fb__reason' }, el('input', { type: 'radio', name, value }), ' ', label)),
-      ),
-      comment,
-      el('button', { type: 'submit', class: 'anchored-btn anchored-btn--primary' }, 'Send feedback'),
-    );
-    reasonForm.addEventListener('submit', (e) => {
-      e.preventDefault();
-      const picked = reasonForm.querySelector('input:checked');
-      send('down', picked ? picked.value : '', comment.value.trim());
-    });
-    if (turn.rating) {
-      press(turn.rating);
-      up.disabled = down.disabled = true;
-      note.textContent = 'Thanks for the feedback.';
-    }
-    box.append(el('span', { class: 'anchored-fb__label', text: 'Helpful?' }), up, down, note);
-    return [box, reasonForm];
-  }
-
-  function copyButton(turn) {
-    const label = el('span', { text: 'Copy answer' });
-    return el(
-      'button',
-      {
-        type: 'button',
-        class: 'anchored-btn',
-        onclick: async () => {
-          const md = toMarkdown(turn.reply, hrefFor);
-          let ok = false;
-          try {
-            await navigator.clipboard.writeText(md);
-            ok = true;
-          } catch {
-            const ta = el('textarea', { class: 'anchored-sr' });
-            ta.value = md;
-            dialog.append(ta);
-            ta.select();
-            try {
-              ok = document.execCommand('copy');
-            } catch {
-              ok = false;
-            }
-            ta.remove();
-          }
-          label.textContent = ok ? 'Copied' : 'Copy failed';
-          setTimeout(() => (label.textContent = 'Copy answer'), 2000);
-        },
-      },
-      icon('copy'),
-      label,
-    );
-  }
-
-  function renderReply(turn) {
-    const r = turn.reply;
-    const out = [];
-    if (r.mode === 'extractive') {
-      out.push(el('p', { class: 'anchored-badge', text: 'Quoted from the docs — no AI model configured' }));
-    }
-    if (r.abstained) {
-      const said = answerText(r.answer);
-      out.push(
-        el(
-          'div',
-          { class: 'anchored-abstain' },
-          el('p', { class: 'anchored-abstain__title', text: 'The docs don’t seem to cover this.' }),
-          said ? el('p', { text: said }) : null,
-        ),
-      );
-      if (r.citations.length) out.push(sources(r, 'What the docs do cover'));
-    } else {
-      out.push(
-        el(
-          'p',
-          { class: 'anchored-answer' },
-          r.answer.map((s) => [
-            el('span', { class: 'anchored-sentence', text: s.text.trim() }),
-            s.citations.length ? ' ' : null,
-            s.citations.map((n) => {
-              const c = r.citations.find((x) => x.n === n);
-              return c ? chip(c) : null;
-            }),
-            ' ',
-          ]),
-        ),
-      );
-      if (r.citations.length) out.push(sources(r, 'Sources'));
-    }
-    const meta = r.passages_considered ? `Based on ${r.passages_considered} passages read` : '';
-    out.push(
-      el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(turn), ...(r.id ? feedback(turn) : [])),
-    );
-    return out;
-  }
-
-  function renderError(turn) {
-    const e = turn.error;
-    const lines = {
-      network: 'The docs assistant can’t be reached right now.',
-      timeout: 'The docs assistant is taking too long to answer.',
-      rate: 'Too many questions are being asked right now.' + (e.retryAfter ? ` Please try again in ${e.retryAfter} s.` : ' Please try again in a moment.'),
-      server: 'The docs assistant is unavailable right now.',
-      bad: e.message,
-    };
-    const search = el('a', { class: 'anchored-search-link', href: env.searchHref(turn.q) }, `Search the docs for “${turn.q}”`);
-    search.addEventListener('click', (ev) => {
-      if (env.openSearch(turn.q)) {
-        ev.preventDefault();
-        close(false);
-      }
-    });
-    return el(
-      'div',
-      { class: 'anchored-error', role: 'alert' },
-      el('p', { class: 'anchored-error__title', text: lines[e.kind] || e.message }),
-      e.detail && e.kind !== 'bad' ? el('p', { class: 'anchored-error__detail', text: e.detail }) : null,
-      el(
-        'p',
-        { class: 'anchored-error__actions' },
-        e.kind === 'bad' ? null : el('button', { type: 'button', class: 'anchored-btn', onclick: () => retry(turn) }, 'Try again'),
-        ' ',
-        search,
-      ),
-    );
-  }
+  const ctx = {
+    hrefFor,
+    navigate: (c, href, e) => env.navigate(c, href, e),
+    showTip,
+    hideTip,
+    sendFeedback: (payload) => postJSON(apiUrl(cfg.endpoint, 'v1/feedback'), payload, { timeout: 15000 }),
+    saved: () => save(turns),
+    host: dialog,
+    retry: (turn) => ask(turn.q, turn),
+    searchHref: (q) => env.searchHref(q),
+    openSearch: (q) => {
+      if (!env.openSearch(q)) return false;
+      close(false);
+      return true;
+    },
+  };
 
   function renderTurn(turn) {
-    const a = el('div', { class: 'anchored-a' });
-    if (turn.reply) a.append(...renderReply(turn));
-    else if (turn.error) a.append(renderError(turn));
-    else if (turn.cancelled) a.append(el('p', { class: 'anchored-meta', text: 'Cancelled.' }));
+    const a = el('div', { class: 'anchored-a' }, renderTurnBody(ctx, turn));
     const node = el(
       'article',
       { class: 'anchored-turn' },
@@ -505,12 +250,9 @@ export function createDialog(env) {
     renderTurn(turn);
     save(turns);
     input.placeholder = 'Ask a follow-up…';
-    if (dialog.open && !dialog.contains(document.activeElement)) input.focus();
-    else if (document.activeElement === cancelBtn || document.activeElement === document.body) input.focus();
-  }
-
-  function retry(turn) {
-    ask(turn.q, turn);
+    // Keep typing follow-ups: back to the box unless the reader moved on inside the dialog.
+    const at = document.activeElement;
+    if (dialog.open && (!dialog.contains(at) || at === cancelBtn || at === input)) input.focus();
   }
 
   function reset() {

@@ -153,7 +153,7 @@ test('markup in answers, titles and passages is shown as text and never runs', a
   assert.ok(hrefs.length > 0 && hrefs.every((h) => /^https?:\/\//.test(h) || h.startsWith('/')), hrefs.join(' '));
   // The javascript: citation is rendered, but not as a link.
   const chip2 = dialog.locator('.anchored-answer .anchored-chip', { hasText: '2' }).first();
-  assert.equal(await chip2.evaluate((c) => c.tagName), 'SPAN');
+  assert.deepEqual(await chip2.evaluate((c) => [c.tagName, c.hasAttribute('href')]), ['BUTTON', false]);
   await chip2.click();
   // The safe citation is on this page: it highlights the literal markup text.
   await dialog.locator('.anchored-answer a.anchored-chip').first().click();
