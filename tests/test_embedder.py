@@ -163,6 +163,8 @@ def test_sha_mismatch_refused(spec: ModelSpec, tmp_path: Path) -> None:
 
 
 def test_unknown_model_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="known models"):
+        get_model("  ")
     with pytest.raises(ModelError) as err:
         get_model("no-such-model")
     for name in known_models():

