@@ -35,6 +35,7 @@ function textNodes(root) {
 
 /** Remove every highlight mark and merge the text nodes back. */
 export function clearHighlight(doc = document) {
+  for (const b of doc.querySelectorAll('.' + MARK_CLASS + '-block')) b.classList.remove(MARK_CLASS + '-block');
   const parents = new Set();
   for (const m of doc.querySelectorAll('mark.' + MARK_CLASS)) {
     const p = m.parentNode;
@@ -110,6 +111,11 @@ export function highlight(spec, anchor, doc = document) {
     marks.push(mark);
   }
   if (marks.length) {
+    // Code and table rows are cut into many small marks: outline their blocks too.
+    for (const m of marks) {
+      const block = m.closest('pre, tr');
+      if (block && root.contains(block)) block.classList.add(MARK_CLASS + '-block');
+    }
     marks[0].classList.add(MARK_CLASS + '--first');
     marks[marks.length - 1].classList.add(MARK_CLASS + '--last');
     openAncestors(marks[0]);

@@ -41,6 +41,9 @@ test('no request to another host: the only absolute URL is the SVG namespace', (
 test('modules import each other by relative path only', () => {
   for (const f of FILES.filter((x) => x.endsWith('.js'))) {
     const specs = [...readFileSync(join(ASSETS, f), 'utf8').matchAll(/import\s*(?:[^'"]*from\s*)?\(?\s*['"]([^'"]+)['"]/g)].map((m) => m[1]);
-    for (const s of specs) assert.match(s, /^\.\/[\w-]+\.js$/, `${f} imports ${s}`);
+    for (const s of specs) {
+      assert.match(s, /^\.\/[\w-]+\.js$/, `${f} imports ${s}`);
+      assert.ok(FILES.includes(s.slice(2)), `${f} imports ${s}, which is not in plugin/assets`);
+    }
   }
 });
