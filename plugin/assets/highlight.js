@@ -4,10 +4,27 @@ import { keyChars, findSpan } from './text.js';
 
 export const MARK_CLASS = 'anchored-hl';
 
-// Subtrees whose text is not part of the page's content as the index sees it.
+// Subtrees whose text is not in the index: the same list as build_index/html.py (_DROP),
+// so the page text and the back end's section text line up character for character.
 const IGNORE =
-  'script,style,noscript,template,textarea,.headerlink,.md-clipboard,.linenos,.linenodiv,' +
-  '.anchored-ui,[hidden]';
+  "script,style,noscript,template,svg,canvas,iframe,object,nav,footer,button,select,textarea," +
+  "aside:not([class*='footnote']),.headerlink,.md-source-file,.md-feedback,.md-content__button," +
+  ".linenos,.linenodiv,[hidden],[aria-hidden='true'],[style*='display:none' i]," +
+  "[style*='display: none' i],[data-search-exclude]:not(h1,h2,h3,h4,h5,h6),.anchored-ui";
+// Other generators' permalinks: a short symbol link inside a heading ("#", "§", "🔗").
+const PERMALINK = /^[^\p{L}\p{N}_]{0,2}$/u;
+
+function ignored(el) {
+  if (el.matches(IGNORE)) return true;
+  return (
+    el.tagName === 'A' &&
+    (el.getAttribute('href') || '').startsWith('#') &&
+    !el.hasAttribute('id') &&
+    !el.hasAttribute('name') &&
+    !!el.closest('h1,h2,h3,h4,h5,h6') &&
+    PERMALINK.test(el.textContent.trim())
+  );
+}
 
 /** The element that holds the page's content in Material, mkdocs/readthedocs themes, or anything else. */
 export function contentRoot(doc = document) {
@@ -24,7 +41,7 @@ function textNodes(root) {
   const doc = root.ownerDocument;
   const walker = doc.createTreeWalker(root, NodeFilter.SHOW_ELEMENT | NodeFilter.SHOW_TEXT, {
     acceptNode(n) {
-      if (n.nodeType === 1) return n.matches(IGNORE) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_SKIP;
+      if (n.nodeType === 1) return ignored(n) ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_SKIP;
       return NodeFilter.FILTER_ACCEPT;
     },
   });

@@ -7,8 +7,9 @@ const WORDS = 6; // words kept from each end of a long passage
 const CAP = 60; // characters kept from each end when words are very long (CJK, code)
 
 // Characters that never take part in matching: whitespace (incl. nbsp), permalink
-// pilcrows, the " | " the back end puts between table cells, zero-width marks.
-const SKIP = /[\s¶|\u00ad\u200b-\u200d\u2060\ufeff]/;
+// pilcrows, the " | " the back end puts between table cells, zero-width marks, and the
+// control characters and U+FFFD the back end drops from section text.
+const SKIP = /[\s¶|\u0000-\u0008\u000e-\u001f\u007f\u00ad\u200b-\u200d\u2060\ufeff\ufffd]/;
 
 /**
  * Append the matching form of `text` to `out` (lower case, SKIP characters dropped).

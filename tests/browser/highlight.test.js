@@ -80,6 +80,17 @@ test('a link built by hand (first and last words) highlights the range between t
   await page.context().close();
 });
 
+test('text the index leaves out (aria-hidden, data-search-exclude) is skipped, as the back end does', async () => {
+  const page = await newPage(browser);
+  const passage = 'Run the build and wait for the index to be written.'; // the back end's section text
+  await open(page, PAGE, { query: `?anchored-hl=${encodeURIComponent(passage)}#decorations` });
+  await page.waitForSelector('mark.anchored-hl');
+  const marked = await page.$$eval('mark.anchored-hl', (m) => m.map((x) => x.textContent).join(''));
+  assert.equal(key(marked), key(passage));
+  assert.ok(!marked.includes('🚀') && !marked.includes('not indexed'));
+  await page.context().close();
+});
+
 test('a citation to the current page highlights without reloading', async () => {
   const page = await newPage(browser);
   await open(page, PAGE);
