@@ -7,11 +7,13 @@ trace reaches the client.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +180,13 @@ def create_app(
                 max_age=600,
             )
         )
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        engine.close()
+
     app = Starlette(
+        lifespan=lifespan,
         routes=routes,
         middleware=middleware,
         exception_handlers={

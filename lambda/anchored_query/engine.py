@@ -111,6 +111,12 @@ class Engine:
         finally:
             self._lock.release()
 
+    def close(self) -> None:
+        """Release the LLM client's connections (on app shutdown)."""
+        close = getattr(self.llm, "close", None)
+        if callable(close):
+            close()
+
     # -- routes ---------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
