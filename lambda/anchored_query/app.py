@@ -180,6 +180,7 @@ def create_app(
                 max_age=600,
             )
         )
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
