@@ -26,7 +26,7 @@ from anchored_query.prompt import (
     estimate_tokens,
     parse_rewrites,
 )
-from anchored_query.retrieval import Retriever, Scope, keyword_form
+from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
 from anchored_query.types import Passage
 from anchored_query.validation import AskRequest
@@ -136,7 +136,7 @@ class Engine:
         t0 = time.perf_counter()
         loaded = self.current()
         t1 = time.perf_counter()
-        hits = loaded.retriever.rank([query, keyword_form(query)], depth=max(k * 4, 50))
+        hits = loaded.retriever.rank([query], depth=max(k * 4, 50))
         results = []
         seen: set[str] = set()
         chunks = loaded.index.chunks
@@ -174,7 +174,7 @@ class Engine:
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
 
-        variants = [request.question, keyword_form(request.question)]
+        variants = [request.question]
         if request.history:
             # A follow-up ("and for S3?") needs the earlier question to be searchable.
             last_user = [t.content for t in request.history if t.role == "user"][-1:]

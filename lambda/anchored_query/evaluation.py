@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from anchored_query.retrieval import keyword_form
 from anchored_query.validation import AskRequest
 
 RANK_DEPTH = 100
@@ -82,7 +81,7 @@ def ranked_refs(engine: _Engine, question: str, depth: int = RANK_DEPTH) -> list
     chunks = loaded.index.chunks
     refs: list[str] = []
     seen: set[str] = set()
-    for hit in loaded.retriever.rank([question, keyword_form(question)], depth=depth * 4):
+    for hit in loaded.retriever.rank([question], depth=depth * 4):
         c = chunks[hit.row]
         ref = f"{c['page']}#{c['anchor']}" if c["anchor"] else c["page"]
         if ref not in seen:

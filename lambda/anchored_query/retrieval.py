@@ -45,19 +45,6 @@ class Hit:
     score: float
 
 
-def keyword_form(question: str) -> str:
-    """The question reduced to its content words (stopwords and punctuation dropped).
-
-    Embedded as a second variant: it pulls in passages that share the question's
-    terms but not its phrasing.
-    """
-    tokens = tokenize(question)
-    seen: dict[str, None] = {}
-    for t in tokens:
-        seen.setdefault(t, None)
-    return " ".join(seen)
-
-
 def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
     """Reciprocal-rank fusion of several rankings (arrays of row ids, best first)."""
     fused = np.zeros(n, dtype=np.float32)
@@ -115,27 +102,36 @@ class Retriever:
         depth: int | None = None,
         retrievers: Sequence[str] = ("dense", "bm25"),
     ) -> list[Hit]:
-        """Fuse dense and BM25 rankings of every variant; best first."""
+        """Rank chunks for several phrasings of one question; best first.
+
+        Per phrasing, dense and BM25 scores are fused by a convex combination
+        of max-normalised scores (each retriever's best match counts 1, a
+        non-match 0; equal weights) — it keeps how much better the best
+        matches are, which reciprocal ranks throw away. Phrasings are then
+        fused by reciprocal rank, so a rewrite adds candidates without
+        drowning the question as asked.
+        """
         n = len(self.index.chunks)
         if n == 0:
             return []
         depth = depth or self.per_variant
         mask = self.mask(scope)
         rankings: list[np.ndarray] = []
-        seen_tokens: set[tuple[str, ...]] = set()
-        for text in dict.fromkeys(v for v in variants if v.strip()):
+        last: np.ndarray | None = None
+        for text in dict.fromkeys(v.strip() for v in variants if v.strip()):
+            fused = np.zeros(n, dtype=np.float32)
             if "dense" in retrievers:
-                qvec = self.embedder.embed_query(text)
-                rankings.append(top_rows(self.index.dense_scores(qvec), depth, mask))
-            tokens = tuple(tokenize(text))
-            if "bm25" in retrievers and tokens and tokens not in seen_tokens:
-                seen_tokens.add(tokens)
-                sparse = self.index.bm25.score(tokens)
-                sparse_rows = top_rows(np.where(sparse > 0, sparse, -np.inf), depth, mask)
-                rankings.append(sparse_rows)
-        fused = rrf(rankings, n)
-        rows = top_rows(np.where(fused > 0, fused, -np.inf), depth, None)
-        return [Hit(int(r), float(fused[r])) for r in rows]
+                fused += _max_normalised(self.index.dense_scores(self.embedder.embed_query(text)))
+            if "bm25" in retrievers:
+                fused += _max_normalised(self.index.bm25.score(tokenize(text)))
+            rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))
+            last = fused
+        if len(rankings) == 1 and last is not None:
+            rows, scores = rankings[0], last
+        else:
+            scores = rrf(rankings, n)
+            rows = top_rows(np.where(scores > 0, scores, -np.inf), depth, None)
+        return [Hit(int(r), float(scores[r])) for r in rows]
 
     def passages(
         self,
@@ -244,6 +240,15 @@ class _Draft:
 
 
 _SPACE = re.compile(r"\s+")
+
+
+def _max_normalised(scores: np.ndarray) -> np.ndarray:
+    """Scores divided by the best one; negative scores (and all, if none is positive) -> 0."""
+    best = float(scores.max()) if len(scores) else 0.0
+    if best <= 0:
+        return np.zeros_like(scores, dtype=np.float32)
+    out: np.ndarray = np.clip(scores / best, 0.0, 1.0).astype(np.float32)
+    return out
 
 
 def _chunk_body(chunk: Mapping[str, Any]) -> str:

@@ -87,7 +87,7 @@ def run_bm25s(
 def run_anchored(
     index: Path, questions: list, mode: tuple[str, ...]
 ) -> tuple[dict[str, list[str]], float]:
-    from anchored_query.retrieval import Retriever, keyword_form
+    from anchored_query.retrieval import Retriever
 
     from build_index.embedder import Embedder, ModelSpec
     from build_index.index_format import read_index
@@ -99,7 +99,7 @@ def run_anchored(
     times = []
     for q in questions:
         t0 = time.perf_counter()
-        hits = retriever.rank([q.question, keyword_form(q.question)], retrievers=mode)
+        hits = retriever.rank([q.question], retrievers=mode)
         times.append(time.perf_counter() - t0)
         refs: list[str] = []
         seen: set[str] = set()
