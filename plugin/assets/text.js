@@ -186,11 +186,21 @@ export function prefixLabel(prefix) {
   return s.charAt(0).toUpperCase() + s.slice(1);
 }
 
-/** "Title › Heading › Sub" for a citation, without repeating the title. */
+/**
+ * "Page › Heading › Sub" for a citation. The API's `heading_path` starts at the page
+ * title and ends at the section (`title`); a `title` missing from the path is put first.
+ */
 export function citationPath(c) {
   const path = (Array.isArray(c.heading_path) ? c.heading_path : []).map(String).filter(Boolean);
-  if (path[0] === c.title) path.shift();
-  return [String(c.title || ''), ...path].filter(Boolean).join(' › ');
+  const title = String(c.title || '');
+  if (title && !path.includes(title)) path.unshift(title);
+  return path.join(' › ');
+}
+
+/** The title of the page a citation is on: the first entry of its heading path. */
+export function pageTitle(c) {
+  const path = Array.isArray(c.heading_path) ? c.heading_path.map(String).filter(Boolean) : [];
+  return path[0] || String(c.title || '');
 }
 
 /** Citations grouped by page, in order of first citation: [{page, title, items}]. */
@@ -198,7 +208,7 @@ export function groupByPage(citations) {
   const groups = new Map();
   for (const c of citations) {
     const page = String(c.url || '').split('#')[0];
-    if (!groups.has(page)) groups.set(page, { page, title: String(c.title || page), items: [] });
+    if (!groups.has(page)) groups.set(page, { page, title: pageTitle(c) || page, items: [] });
     groups.get(page).items.push(c);
   }
   return [...groups.values()];

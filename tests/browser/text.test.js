@@ -90,7 +90,12 @@ test('section prefix, citation path and grouping by page', () => {
   assert.equal(sectionPrefix('user-guide/config/'), 'user-guide/');
   assert.equal(sectionPrefix(''), '');
   assert.equal(sectionPrefix('index.html'), '');
+  // The API: title = the section, heading_path = page title … section.
+  assert.equal(citationPath({ title: 'Endpoint', heading_path: ['Config', 'Endpoint'] }), 'Config › Endpoint');
   assert.equal(citationPath({ title: 'Config', heading_path: ['Config', 'Endpoint'] }), 'Config › Endpoint');
+  assert.equal(citationPath({ title: 'Config', heading_path: ['Endpoint'] }), 'Config › Endpoint');
+  assert.equal(citationPath({ title: 'Config', heading_path: [] }), 'Config');
+  assert.equal(groupByPage([{ n: 1, url: 'a/#x', title: 'X', heading_path: ['Page A', 'X'] }])[0].title, 'Page A');
   const groups = groupByPage([{ n: 1, url: 'a/#x', title: 'A' }, { n: 2, url: 'b/#y', title: 'B' }, { n: 3, url: 'a/#z', title: 'A' }]);
   assert.deepEqual(groups.map((g) => [g.page, g.items.map((c) => c.n)]), [['a/', [1, 3]], ['b/', [2]]]);
 });
