@@ -119,6 +119,10 @@ class EmbeddingCache:
         """Number of cached vectors (on disk and pending)."""
         return len(self._rows) + len(self._new_keys)
 
+    def __bool__(self) -> bool:
+        """Always true, even when empty: ``if cache:`` means "a cache was given"."""
+        return True
+
     @property
     def dim(self) -> int | None:
         """Vector dimension, once known."""

@@ -37,6 +37,7 @@ def test_round_trip_and_counts(tmp_path: Path) -> None:
     texts = ["alpha", "beta", "", "gamma ünïcode 中文"]
     v = vecs(4)
     cache = EmbeddingCache(tmp_path, SHA)
+    assert len(cache) == 0 and bool(cache)  # an empty cache is still a cache
     assert cache.lookup(texts) == [None] * 4
     assert (cache.hits, cache.misses) == (0, 4)
     cache.store(texts, v)
