@@ -76,6 +76,7 @@ test('scope control: this section sends include, whole site sends no scope, home
   const page = await newPage(browser);
   await open(page, PAGE);
   await page.click('.anchored-open');
+  await page.waitForSelector('dialog.anchored-dialog[open]');
   await page.selectOption('.anchored-scope__select', 'user-guide/');
   let req = page.waitForRequest('**/v1/ask');
   await ask(page, 'How do I configure the endpoint?');
@@ -86,6 +87,7 @@ test('scope control: this section sends include, whole site sends no scope, home
   assert.equal((await req).postDataJSON().scope, undefined);
   await open(page, '');
   await page.click('.anchored-open');
+  await page.waitForSelector('dialog.anchored-dialog[open]');
   assert.ok(await page.locator('.anchored-scope').isHidden(), 'no section on the home page');
   await page.context().close();
 });
@@ -222,6 +224,7 @@ test('waiting shows stages and Cancel aborts the request', async () => {
   const page = await newPage(browser);
   await open(page, OTHER);
   await page.click('.anchored-open');
+  await page.waitForSelector('dialog.anchored-dialog[open]');
   await page.fill('.anchored-input', 'slow question about the endpoint');
   await page.press('.anchored-input', 'Enter');
   const stage = page.locator('.anchored-stage');
@@ -302,6 +305,7 @@ test('the answer region is polite-live and the dialog is labelled', async () => 
   const page = await newPage(browser);
   await open(page, OTHER);
   await page.click('.anchored-open');
+  await page.waitForSelector('dialog.anchored-dialog[open]');
   assert.equal(await page.getAttribute('.anchored-log', 'aria-live'), 'polite');
   const labelled = await page.$eval('dialog.anchored-dialog', (d) => document.getElementById(d.getAttribute('aria-labelledby')).textContent);
   assert.equal(labelled, 'Ask the docs');
