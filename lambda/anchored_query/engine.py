@@ -38,6 +38,12 @@ log = logging.getLogger("anchored.query")
 
 # The extractive answerer reads only the best passages; the LLM reads them all.
 EXTRACTIVE_PASSAGES = 12
+# Below this cosine between the question and the closest chunk in scope, the
+# docs do not speak about the question, so the extractive answer abstains.
+# Per model (similarity scales differ); calibrated with
+# tests/bench/calibrate_abstention.py so that at most 10% of questions that have
+# no answer in the docs get one. Unknown models rely on term coverage alone.
+RELEVANCE_FLOOR = {"all-MiniLM-L6-v2": 0.29}
 SNIPPET_CHARS = 300
 
 
@@ -210,7 +216,9 @@ class Engine:
             timings["llm"] = _ms(time.perf_counter() - t)
         if result is None:
             t = time.perf_counter()
-            result = self._answer_extractive(request, passages)
+            result = self._answer_extractive(
+                request, passages, hits.best_similarity, loaded.index.manifest["model"]["name"]
+            )
             timings["extractive"] = _ms(time.perf_counter() - t)
             if reason:
                 result["reason"] = reason
@@ -271,10 +279,12 @@ class Engine:
             "removed_sentences": verified.removed,
         }
 
-    def _answer_extractive(self, request: AskRequest, passages: list[Passage]) -> dict[str, Any]:
+    def _answer_extractive(
+        self, request: AskRequest, passages: list[Passage], similarity: float, model: str
+    ) -> dict[str, Any]:
         result = answer_extractively(request.question, passages)
         by_n = {p.n: p for p in passages}
-        if result.abstained:
+        if result.abstained or similarity < RELEVANCE_FLOOR.get(model, 0.0):
             covered = [by_n[n] for n in result.covered if n in by_n] or passages[:5]
             return {
                 "answer": [],

@@ -45,6 +45,16 @@ class Hit:
     score: float
 
 
+class Ranking(list[Hit]):
+    """Hits, best first, and how similar the best chunk in scope is to the question.
+
+    ``best_similarity`` is the highest dense score (cosine) for the question as
+    asked — the answerers' evidence that the docs speak about it at all.
+    """
+
+    best_similarity: float = 0.0
+
+
 def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
     """Reciprocal-rank fusion of several rankings (arrays of row ids, best first)."""
     fused = np.zeros(n, dtype=np.float32)
@@ -101,7 +111,7 @@ class Retriever:
         scope: Scope = Scope(),
         depth: int | None = None,
         retrievers: Sequence[str] = ("dense", "bm25"),
-    ) -> list[Hit]:
+    ) -> Ranking:
         """Rank chunks for several phrasings of one question; best first.
 
         Per phrasing, dense and BM25 scores are fused by a convex combination
@@ -112,8 +122,9 @@ class Retriever:
         drowning the question as asked.
         """
         n = len(self.index.chunks)
+        ranking = Ranking()
         if n == 0:
-            return []
+            return ranking
         depth = depth or self.per_variant
         mask = self.mask(scope)
         rankings: list[np.ndarray] = []
@@ -121,7 +132,11 @@ class Retriever:
         for text in dict.fromkeys(v.strip() for v in variants if v.strip()):
             fused = np.zeros(n, dtype=np.float32)
             if "dense" in retrievers:
-                fused += _max_normalised(self.index.dense_scores(self.embedder.embed_query(text)))
+                dense = self.index.dense_scores(self.embedder.embed_query(text))
+                if not rankings:
+                    in_scope = dense if mask is None else dense[mask]
+                    ranking.best_similarity = float(in_scope.max()) if len(in_scope) else 0.0
+                fused += _max_normalised(dense)
             if "bm25" in retrievers:
                 fused += _max_normalised(self.index.bm25.score(tokenize(text)))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))
@@ -131,7 +146,8 @@ class Retriever:
         else:
             scores = rrf(rankings, n)
             rows = top_rows(np.where(scores > 0, scores, -np.inf), depth, None)
-        return [Hit(int(r), float(scores[r])) for r in rows]
+        ranking.extend(Hit(int(r), float(scores[r])) for r in rows)
+        return ranking
 
     def passages(
         self,
