@@ -244,14 +244,34 @@ def main() -> None:
     p.add_argument("--beir", default=str(DEFAULT_BEIR), help="queries from this BEIR folder")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--sizes", default="5000,100000")
+    p.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.measure:  # child process: one index, clean memory
+        queries = list(load_queries(Path(args.beir)).values())[: args.queries]
+        print(json.dumps(measure(Path(args.measure), queries)))
+        return
     source = source_index(args.source)
     queries = list(load_queries(Path(args.beir)).values())[: args.queries]
     work = DEFAULT_WORK / "latency"
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         index = scaled_index(source, work / f"index-{size}", size)
-        rows.append(measure(index, queries))
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--measure",
+                str(index),
+                "--beir",
+                args.beir,
+                "--queries",
+                str(args.queries),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
     cold_index = scaled_index(source, work / "index-10000", 10000)
     cold_wall, cold_inside = cold_start(cold_index)
 
