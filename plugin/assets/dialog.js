@@ -269,6 +269,7 @@ export function createDialog(env) {
     refreshScope();
     if (!dialog.isConnected) document.body.append(dialog);
     if (!dialog.open) dialog.showModal();
+    body.scrollTop = body.scrollHeight; // the latest answer
     input.focus();
   }
 
@@ -287,6 +288,8 @@ export function createDialog(env) {
       e.preventDefault(); // first Esc only hides the preview
       hideTip();
     }
+    // Keys typed here are not the page's shortcuts (Material's "s", the mkdocs theme's "n"/"p").
+    e.stopPropagation();
   });
   dialog.addEventListener('cancel', (e) => {
     e.preventDefault();

@@ -165,6 +165,12 @@ test("MkDocs' default theme: Ask button next to search, permalinks ignored, high
   const placed = await page.$eval('.anchored-open', (b) => [b.closest('.navbar-nav') !== null, b.closest('li').previousElementSibling?.textContent.trim()]);
   assert.deepEqual(placed, [true, 'Search']);
   await ask(page, 'How do I configure the endpoint?');
+  // The theme's own shortcuts ("n" = next page) stay quiet while the dialog has focus.
+  const here = page.url();
+  await page.locator('.anchored-answer .anchored-chip').first().focus();
+  await page.keyboard.press('n');
+  await page.waitForTimeout(300);
+  assert.equal(page.url(), here, '"n" in the dialog navigated the page');
   await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: '2' }).first().click()]);
   assert.equal(new URL(page.url()).pathname, MKDOCS_SITE + PAGE);
   await assertHighlighted(page, FIXTURES.default.citations[1].highlight, 'mkdocs theme table');
