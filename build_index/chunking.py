@@ -81,6 +81,9 @@ class ChunkSettings:
     child_max_tokens: int = 300
     parent_max_tokens: int = 1000
     code_max_tokens: int = 600
+    # Reference tables (options, defaults) are dense with facts: a few rows
+    # under their header match a question far better than a whole table does.
+    table_max_tokens: int = 120
 
     def __post_init__(self) -> None:
         for name in (
@@ -88,6 +91,7 @@ class ChunkSettings:
             "child_max_tokens",
             "parent_max_tokens",
             "code_max_tokens",
+            "table_max_tokens",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -257,7 +261,8 @@ def _table_spans(
     rows_start = block.header_end + 1 if header else block.start
     if rows_start >= block.end:
         return [(block.start, block.end, "table", "")]
-    budget = max(settings.child_max_tokens - header_tokens, settings.child_max_tokens // 2)
+    limit = min(settings.table_max_tokens, settings.child_max_tokens)
+    budget = max(limit - header_tokens, limit // 2)
     units = _split(text, rows_start, block.end, budget, "table")
     spans: list[tuple[int, int, ChunkType, str]] = []
     for group in _pack(units, budget, min(settings.child_min_tokens, budget)):
