@@ -311,7 +311,9 @@ def make_client_from(settings: Settings) -> LLMClient | None:
         model=settings.llm_model,
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key,
-        region=settings.llm_region,
+        # Only Bedrock has a region; from_env always fills one in (AWS_REGION or
+        # us-east-1), which the openai client would reject as an unknown setting.
+        region=settings.llm_region if settings.llm_provider == "bedrock" else None,
         timeout_s=settings.llm_timeout_s,
     )
 
