@@ -62,7 +62,7 @@ class Settings:
     llm_base_url: str = ""
     llm_api_key: str = field(default="", repr=False)
     llm_region: str = ""
-    llm_timeout_s: float = 25.0
+    llm_timeout_s: float = 12.0
     allowed_origins: tuple[str, ...] = ()
     max_question_chars: int = 2000
     max_history_turns: int = 6
@@ -72,6 +72,7 @@ class Settings:
     context_tokens: int = 12000
     max_passages: int = 200
     site_name: str = ""
+    worker_threads: int = 0  # requests answered at once (threads); 0: anyio's default, 40
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -108,7 +109,7 @@ class Settings:
             llm_base_url=base_url,
             llm_api_key=_get(env, "ANCHORED_LLM_API_KEY", ""),
             llm_region=_get(env, "ANCHORED_LLM_REGION", env.get("AWS_REGION", "us-east-1")),
-            llm_timeout_s=_float(env, "ANCHORED_LLM_TIMEOUT_S", 25.0, 1.0, 600.0),
+            llm_timeout_s=_float(env, "ANCHORED_LLM_TIMEOUT_S", 12.0, 1.0, 600.0),
             allowed_origins=origins,
             max_question_chars=_int(env, "ANCHORED_MAX_QUESTION_CHARS", 2000, 10, 100_000),
             max_history_turns=_int(env, "ANCHORED_MAX_HISTORY_TURNS", 6, 0, 50),
@@ -118,4 +119,5 @@ class Settings:
             context_tokens=_int(env, "ANCHORED_CONTEXT_TOKENS", 12000, 500, 1_000_000),
             max_passages=_int(env, "ANCHORED_MAX_PASSAGES", 200, 5, 1000),
             site_name=_get(env, "ANCHORED_SITE_NAME", ""),
+            worker_threads=_int(env, "ANCHORED_WORKER_THREADS", 0, 0, 1000),
         )
