@@ -320,7 +320,7 @@ class Embedder:
         threads: int | None = None,
         *,
         batch_size: int = 64,
-        token_budget: int = 8192,
+        token_budget: int = 4096,
         sort_window: int = 8192,
         spin_wait: bool = False,
         verify: bool = True,
@@ -367,6 +367,10 @@ class Embedder:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
+        # Batches come in many (batch, length) shapes by design; onnxruntime's
+        # memory patterns are cached per shape and only grow (685 MB peak for 600
+        # chunks with them, 326 MB without, at the same speed).
+        opts.enable_mem_pattern = False
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
         try:
             self._session = ort.InferenceSession(

@@ -6,6 +6,9 @@ MkDocs nor the command line.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -14,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
+from build_index import __version__
 from build_index.bm25 import BM25Index
 from build_index.cache import EmbeddingCache
 from build_index.chunking import ChunkSettings, chunk_page, is_excluded
 from build_index.embedder import Embedder, ModelSpec, get_model
-from build_index.errors import PageError
-from build_index.index_format import Manifest, ModelInfo, write_index
-from build_index.tokenizer import tokenize
+from build_index.errors import AnchoredError, PageError
+from build_index.index_format import VERSION as FORMAT_VERSION
+from build_index.index_format import Manifest, ModelInfo, read_index, write_index
+from build_index.tokenizer import TOKENIZER_SETTINGS, tokenize
 from build_index.types import Chunk, PageInput, Section
 
 log = logging.getLogger("anchored")
@@ -44,7 +49,7 @@ class BuildConfig:
 class BuildReport:
     """What a build did, for logs, tests and benchmarks."""
 
-    manifest: Manifest
+    manifest: Manifest | None = None
     pages: int = 0
     pages_skipped: int = 0
     chunks: int = 0
@@ -52,6 +57,7 @@ class BuildReport:
     cached: int = 0
     warnings: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+    unchanged: bool = False  # the existing index already matched the inputs
 
 
 class BuildFailed(PageError):
@@ -135,18 +141,76 @@ def embed_chunks(
     return vectors
 
 
+def input_fingerprint(pages: Sequence[PageInput], config: BuildConfig, spec: ModelSpec) -> str:
+    """A hash of everything an index is made from: pages, settings, model, code version."""
+    digest = hashlib.sha256()
+    settings = {
+        "code": __version__,
+        "format": FORMAT_VERSION,
+        "tokenizer": TOKENIZER_SETTINGS,
+        "model": spec.sha256,
+        "chunking": dataclasses.asdict(config.chunking),
+        "exclude": list(config.exclude),
+        "site_url": config.site_url,
+    }
+    digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    for page in sorted(pages, key=lambda p: p.url):
+        meta = json.dumps(page.meta, sort_keys=True, default=str)
+        for part in (page.url, page.title, meta, page.html):
+            digest.update(b"\0" + part.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def unchanged_index(out_dir: Path, fingerprint: str) -> Manifest | None:
+    """The manifest of ``out_dir`` when it is a valid index of exactly these inputs."""
+    manifest_path = out_dir / "manifest.json"
+    try:
+        recorded = json.loads(manifest_path.read_text("utf-8")).get("extra", {}).get("inputs")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if recorded != fingerprint:
+        return None
+    try:
+        return read_index(out_dir).manifest
+    except AnchoredError:
+        return None  # damaged or tampered: rebuild it
+
+
 def build(
     pages: Iterable[PageInput],
     out_dir: Path,
     config: BuildConfig | None = None,
     progress: ProgressFn | None = None,
 ) -> BuildReport:
-    """Build an index of ``pages`` into ``out_dir`` (replaced atomically)."""
+    """Build an index of ``pages`` into ``out_dir`` (replaced atomically).
+
+    When ``out_dir`` already holds a valid index of the same pages, settings and
+    model, nothing is redone (an unchanged rebuild costs a hash of the pages);
+    otherwise unchanged chunks still reuse their cached embeddings.
+    """
     config = config or BuildConfig()
     spec = get_model(config.model)
+    pages = list(pages)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    report = BuildReport(manifest=None)  # type: ignore[arg-type]  # set below
+    fingerprint = input_fingerprint(pages, config, spec)
+    previous = unchanged_index(out_dir, fingerprint)
+    if previous is not None:
+        extra = previous.get("extra", {})
+        report = BuildReport(
+            manifest=previous,
+            pages=int(extra.get("pages", 0)),
+            pages_skipped=int(extra.get("pages_skipped", 0)),
+            chunks=previous["counts"]["chunks"],
+            warnings=list(extra.get("warnings", [])),
+            unchanged=True,
+            timings_s={"check": time.perf_counter() - t0},
+        )
+        for warning in report.warnings:
+            log.warning("anchored: %s", warning)
+        return report
+
+    report = BuildReport()
     sections, chunks = collect_chunks(pages, config, report)
     timings["chunk"] = time.perf_counter() - t0
     if not chunks:
@@ -171,6 +235,12 @@ def build(
         bm25=bm25,
         model=ModelInfo.from_spec(spec),
         site_url=config.site_url,
+        extra={
+            "inputs": fingerprint,
+            "pages": report.pages,
+            "pages_skipped": report.pages_skipped,
+            "warnings": report.warnings,
+        },
     )
     timings["write"] = time.perf_counter() - t3
     report.chunks = len(chunks)

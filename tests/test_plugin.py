@@ -83,7 +83,9 @@ def test_mkdocs_build_writes_an_index_and_the_ask_box(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     shutil.copytree(FIXTURE, project)
     yml = project / "mkdocs.yml"
-    yml.write_text(yml.read_text() + "\nplugins:\n  - search\n  - anchored\n")
+    text = yml.read_text()
+    assert "plugins:\n  - search\n" in text
+    yml.write_text(text.replace("plugins:\n  - search\n", "plugins:\n  - search\n  - anchored\n"))
     done = mkdocs_build(project)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((project / ".anchored" / "index" / "manifest.json").read_text())
@@ -95,7 +97,18 @@ def test_mkdocs_build_writes_an_index_and_the_ask_box(tmp_path: Path) -> None:
     # The index (with its model file) is never published with the pages.
     assert not list(site.rglob("*.onnx"))
 
-    # A second, unchanged build embeds nothing again.
+    # A second, unchanged build redoes nothing.
     done = mkdocs_build(project, "-v")
     assert done.returncode == 0, done.stderr
-    assert re.search(r"anchored: indexed \d+ chunks .*\(0 embedded", done.stderr + done.stdout)
+    assert "anchored: index unchanged" in done.stderr + done.stdout
+
+    # One page changed: rebuilt, and only its changed chunks are embedded again.
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + "\n\nA brand new closing paragraph about caching.\n")
+    done = mkdocs_build(project, "-v")
+    assert done.returncode == 0, done.stderr
+    found = re.search(
+        r"anchored: indexed \d+ chunks .*\((\d+) embedded, (\d+) from cache", done.stderr
+    )
+    assert found, done.stderr
+    assert 1 <= int(found.group(1)) <= 2 and int(found.group(2)) > 10
