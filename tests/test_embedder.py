@@ -203,7 +203,7 @@ def test_multilingual_missing_gives_instructions(
 
 
 def test_multilingual_when_converted() -> None:
-    """Runs where `anchored model install multilingual-e5-small` has been run (skipped elsewhere)."""
+    """Runs where the multilingual model is installed (skipped elsewhere)."""
     try:
         e5 = get_model("multilingual-e5-small")
     except ModelError:
