@@ -262,7 +262,7 @@ def _table_spans(
     if rows_start >= block.end:
         return [(block.start, block.end, "table", "")]
     limit = min(settings.table_max_tokens, settings.child_max_tokens)
-    budget = max(limit - header_tokens, limit // 2)
+    budget = max(limit - header_tokens, limit // 2, 1)  # 1: a 1-token limit must not give 0
     units = _split(text, rows_start, block.end, budget, "table")
     spans: list[tuple[int, int, ChunkType, str]] = []
     for group in _pack(units, budget, min(settings.child_min_tokens, budget)):

@@ -128,8 +128,11 @@ def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]
             f"{page_name(page)}: HTML nests {depth} blocks deep "
             f"(limit {_MAX_BLOCK_NESTING}); fix the page or exclude it from the index"
         )
-    tree = LexborHTMLParser(html)
-    root = _content_root(tree, full_document=bool(_FULL_DOCUMENT.search(html, 0, 4096)))
+    full_document = bool(_FULL_DOCUMENT.search(html, 0, 4096))
+    # A fragment is body content. Parsed bare, a leading <noscript> would open in
+    # <head>, and lexbor (scripting off) would then move its text into the body.
+    tree = LexborHTMLParser(html if full_document else "<body>" + html)
+    root = _content_root(tree, full_document=full_document)
     if root is None:
         return []
     _drop_non_content(root)

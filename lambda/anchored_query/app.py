@@ -95,8 +95,9 @@ def create_app(
             )
 
     async def body_of(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        declared = request.headers.get("content-length", "")
+        # isascii: str.isdigit() is also true of "²" and other digits int() refuses.
+        if declared.isascii() and declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise QueryError(
                 413, "too_large", f"the request body is over {settings.max_body_bytes} bytes"
             )

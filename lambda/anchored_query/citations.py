@@ -247,7 +247,20 @@ def renumber(
 
 
 def _take_markers(text: str) -> tuple[str, list[int]]:
-    """``text`` without its citation markers (outside code), and their numbers."""
+    """``text`` without its citation markers (outside code), and their numbers.
+
+    Removal repeats until none is left: taking ``[29]`` out of ``[6[29]]`` must
+    not leave a ``[6]`` in the text that looks like a citation but is none.
+    """
+    body, ids = _take_markers_once(text)
+    while body != text and CITATION_MARKER.search(outside_code(body)):
+        text = body
+        body, more = _take_markers_once(text)
+        ids = _merge(ids, more)
+    return body, ids
+
+
+def _take_markers_once(text: str) -> tuple[str, list[int]]:
     masked = outside_code(text)
     ids: list[int] = []
     pieces: list[str] = []

@@ -23,6 +23,7 @@ from anchored_query.llm import ChatMessage, LLMClient, make_client
 from anchored_query.prompt import (
     build_messages,
     build_rewrite_messages,
+    echoes_instructions,
     estimate_tokens,
     parse_rewrites,
 )
@@ -266,7 +267,11 @@ class Engine:
             timeout_s=self.settings.llm_timeout_s,
         )
         by_n = {p.n: p for p in passages}
-        verified = verify(parse_answer(reply), by_n)
+        sentences = parse_answer(reply)
+        # A reply that repeats its instructions shows none of them (rule 2's example
+        # markers [3, 7] would otherwise pass the citation check).
+        shown = [s for s in sentences if not echoes_instructions(s.text)]
+        verified = verify(shown, by_n)
         answer, citations = renumber(verified, by_n)
         abstained = verified.abstained
         if abstained:
@@ -276,7 +281,7 @@ class Engine:
             "citations": citations,
             "abstained": abstained,
             "mode": "llm",
-            "removed_sentences": verified.removed,
+            "removed_sentences": verified.removed + len(sentences) - len(shown),
         }
 
     def _answer_extractive(

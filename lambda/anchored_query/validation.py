@@ -15,6 +15,8 @@ from anchored_query.types import Turn
 Mode = Literal["auto", "llm", "extractive"]
 MAX_SCOPE_PREFIXES = 50
 MAX_PREFIX_CHARS = 300
+MAX_NAMES = 10  # unknown keys named in an error message
+MAX_NAME_CHARS = 60
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def parse_json_body(body: bytes, limit: int) -> dict[str, Any]:
         raise bad("the request body is not UTF-8", "bad_encoding") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: JSONDecodeError, int over 4300 digits
         raise bad("the request body is not valid JSON", "bad_json") from None
     if not isinstance(data, dict):
         raise bad("the request body must be a JSON object")
@@ -66,14 +68,29 @@ def clean_text(value: object, field: str, limit: int, *, required: bool = True) 
         return ""
     if not isinstance(value, str):
         raise bad(f"'{field}' must be a string")
-    text = "".join(
-        ch for ch in value if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs", "Co")
-    ).strip()
+    text = _without_controls(value).strip()
     if required and not text:
         raise bad(f"'{field}' is empty", "empty")
     if len(text) > limit:
         raise QueryError(413, "too_large", f"'{field}' is longer than {limit} characters")
     return text
+
+
+def _without_controls(value: str) -> str:
+    """``value`` without control, lone surrogate and private-use characters (tab and
+    newline kept). A lone surrogate (``"\\ud800"`` is valid JSON) cannot be encoded
+    as UTF-8: left in, it breaks the embedder's tokenizer and the LLM request."""
+    return "".join(
+        ch for ch in value if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cs", "Co")
+    )
+
+
+def _names(keys: set[str]) -> str:
+    """Client-sent key names for an error message: cleaned (a lone surrogate cannot
+    be encoded into the JSON response), shortened, at most 10 of them."""
+    names = sorted(_without_controls(key)[:MAX_NAME_CHARS] for key in keys)
+    more = f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    return ", ".join(names[:MAX_NAMES]) + more
 
 
 def parse_scope(value: object) -> Scope:
@@ -83,7 +100,7 @@ def parse_scope(value: object) -> Scope:
         raise bad("'scope' must be an object with 'include' and/or 'exclude' lists")
     unknown = set(value) - {"include", "exclude"}
     if unknown:
-        raise bad(f"'scope' has unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        raise bad(f"'scope' has unknown keys: {_names(unknown)}")
     parts: dict[str, tuple[str, ...]] = {}
     for key in ("include", "exclude"):
         items = value.get(key) or []
@@ -93,6 +110,8 @@ def parse_scope(value: object) -> Scope:
             raise bad(f"'scope.{key}' has more than {MAX_SCOPE_PREFIXES} prefixes")
         if any(len(i) > MAX_PREFIX_CHARS for i in items):
             raise bad(f"a 'scope.{key}' prefix is longer than {MAX_PREFIX_CHARS} characters")
+        if any(_without_controls(i) != i or "\n" in i or "\t" in i for i in items):
+            raise bad(f"a 'scope.{key}' prefix holds control characters; send page URLs")
         parts[key] = tuple(i.lstrip("/") for i in items)
     return Scope(include=parts["include"], exclude=parts["exclude"])
 
@@ -118,7 +137,7 @@ def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
         content = item.get("content")
         if not isinstance(content, str):
             raise bad("a 'history' content must be a string")
-        content = content.strip()[:budget]
+        content = _without_controls(content).strip()[:budget]
         if not content:
             continue
         budget -= len(content)
@@ -132,7 +151,7 @@ def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
     """Check a ``/v1/ask`` body."""
     unknown = set(data) - {"question", "history", "scope", "mode"}
     if unknown:
-        raise bad(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+        raise bad(f"unknown fields: {_names(unknown)}")
     question = clean_text(data.get("question"), "question", settings.max_question_chars)
     mode = data.get("mode", "auto")
     if mode not in ("auto", "llm", "extractive"):
@@ -149,7 +168,7 @@ def parse_feedback(data: dict[str, Any]) -> FeedbackRequest:
     """Check a ``/v1/feedback`` body."""
     unknown = set(data) - {"answer_id", "rating", "reason", "comment"}
     if unknown:
-        raise bad(f"unknown fields: {', '.join(sorted(map(str, unknown)))}")
+        raise bad(f"unknown fields: {_names(unknown)}")
     answer_id = clean_text(data.get("answer_id"), "answer_id", 64)
     if not all(ch.isalnum() or ch in "-_" for ch in answer_id):
         raise bad("'answer_id' must be the id returned by /v1/ask")
