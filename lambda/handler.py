@@ -1,6 +1,13 @@
 """AWS Lambda entry point: hand the event to the ASGI app."""
 
-from anchored_query.app import create_app
-from mangum import Mangum
+from anchored_query.index_store import prefetch
+from anchored_query.settings import Settings
 
-handler = Mangum(create_app(), lifespan="off")
+settings = Settings.from_env()
+# Cold start: the index downloads from S3 while the app's imports below run.
+prefetch(settings.index, cache_dir=settings.cache_dir)
+
+from anchored_query.app import create_app  # noqa: E402
+from mangum import Mangum  # noqa: E402
+
+handler = Mangum(create_app(settings), lifespan="off")

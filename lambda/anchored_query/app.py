@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
@@ -60,6 +61,30 @@ class RateLimiter:
             while len(self.buckets) > self.max_clients:
                 self.buckets.popitem(last=False)
         return wait
+
+
+class BarePreflight:
+    """Answer a CORS preflight with 204 and no grants, for when the app does no CORS itself.
+
+    On Lambda the function URL's CORS configuration owns the ``Access-Control-*``
+    headers: AWS adds them to every response, answers preflights with them alone,
+    and sends a response's own CORS headers alongside its configured ones (a
+    duplicated ``Access-Control-Allow-Origin``, which browsers refuse). So there
+    ``ANCHORED_ALLOWED_ORIGINS`` stays unset and, should a preflight reach the
+    function, it gets a 2xx that grants nothing rather than a 405 that would fail
+    the preflight whatever headers AWS adds.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "OPTIONS":
+            names = {name for name, _ in scope["headers"]}
+            if b"origin" in names and b"access-control-request-method" in names:
+                await Response(status_code=204, headers={"Vary": "Origin"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def error_response(
@@ -170,17 +195,17 @@ def create_app(
     ]
     if site_dir is not None:
         routes.append(Mount("/", app=StaticFiles(directory=site_dir, html=True), name="site"))
-    middleware = []
-    if settings.allowed_origins:
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=list(settings.allowed_origins),
-                allow_methods=["GET", "POST"],
-                allow_headers=["content-type"],
-                max_age=600,
-            )
-        )
+    # Either the app does CORS (ANCHORED_ALLOWED_ORIGINS: `anchored serve` on another
+    # origin, a container) or the front (a Lambda function URL) does, never both.
+    cors = Middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.allowed_origins),
+        allow_methods=["GET", "POST"],
+        allow_headers=["content-type"],
+        expose_headers=["Retry-After"],  # the ask box reads it on a 429
+        max_age=600,
+    )
+    middleware = [cors if settings.allowed_origins else Middleware(BarePreflight)]
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -89,8 +89,10 @@ class Engine:
     def _load(self, fetch: Any) -> Loaded:
         try:
             path = fetch()
-            index = read_index(Path(path))
-            embedder = Embedder(ModelSpec.from_dir(index.model_dir))
+            # Files the source verified as it wrote them are not hashed again (S3 cache).
+            rehash = not self.source.verified
+            index = read_index(Path(path), verify=rehash)
+            embedder = Embedder(ModelSpec.from_dir(index.model_dir), verify=rehash)
         except AnchoredError as exc:
             self._last_error = str(exc)
             log.error("index unavailable: %s", exc)

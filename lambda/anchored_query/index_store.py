@@ -12,6 +12,11 @@ across builds by its hash) is hard-linked instead of downloaded again.
 every ``refresh_s`` seconds it sends a conditional GET of ``current.json``
 (``If-None-Match`` the ETag seen last). When a new build fails verification it
 raises and the previous build stays the one in use.
+
+``prefetch()`` gives a cold start a head start: the Lambda handler calls it
+before importing the app, so the index downloads while the imports run, and
+the first ``fetch()`` of the same location waits for it and finds the build
+in the cache.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ _TRANSIENT_CODES = {
     "ThrottlingException",
 }
 _SPACE_MARGIN = 16 * 1024 * 1024  # leave some room in /tmp for everything else
+_DOWNLOAD_THREADS = 8
 
 
 class IndexStoreError(AnchoredError):
@@ -112,6 +118,10 @@ def with_retries(
 
 class IndexSource(ABC):
     """Resolves an index location to a local directory the index reader can open."""
+
+    # True when every file of a fetched build was checked against the manifest's
+    # SHA-256 as it was written, so the reader need not hash it all again.
+    verified = False
 
     def __init__(self, location: str) -> None:
         self.location = location
@@ -210,6 +220,8 @@ class LocalIndexSource(IndexSource):
 class S3IndexSource(IndexSource):
     """An index published to S3, copied into a local cache and kept up to date by ETag."""
 
+    verified = True  # downloads are hashed on the way in (see _download)
+
     def __init__(
         self,
         loc: S3Location,
@@ -242,6 +254,7 @@ class S3IndexSource(IndexSource):
 
     def fetch(self) -> Path:
         """Download (or reuse from the cache) the live build; return its directory."""
+        _wait_for_prefetch(self.location, self.cache_dir)
         with self._lock:
             found = self._read_pointer(None)
             assert found is not None  # no If-None-Match, so never "not modified"
@@ -339,12 +352,15 @@ class S3IndexSource(IndexSource):
                 pointer.build_id,
                 sum(size for sha, size in missing.values() if (sha, size) not in cached),
             )
+            downloads = []
             for name, (sha, size) in sorted(missing.items()):
                 dest = build_dir / name
                 if (sha, size) in cached:
                     _link_or_copy(cached[sha, size], dest)
                 else:
-                    self._download(self.loc.key("builds", pointer.build_id, name), dest, sha, size)
+                    key = self.loc.key("builds", pointer.build_id, name)
+                    downloads.append((key, dest, sha, size))
+            self._download_all(downloads)
             _write_atomic(build_dir / MANIFEST, raw)  # last: marks the build complete
             return build_dir
         except OSError as exc:
@@ -394,6 +410,25 @@ class S3IndexSource(IndexSource):
                 f"{pointer.manifest_sha256[:12]}…; publish the index again"
             )
         return raw
+
+    def _download_all(self, downloads: list[tuple[str, Path, str, int]]) -> None:
+        """Download several objects at once (a cold start waits for all of them).
+
+        One GET at a time costs a round trip per file before its first byte;
+        in parallel the index takes about as long as its largest file (the
+        model). The first failure is raised once every download has ended.
+        """
+        if len(downloads) <= 1:
+            for item in downloads:
+                self._download(*item)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        _ = self.client  # made here, once; the threads then share it (clients are thread-safe)
+        with ThreadPoolExecutor(max_workers=min(_DOWNLOAD_THREADS, len(downloads))) as pool:
+            futures = [pool.submit(self._download, *item) for item in downloads]
+        for future in futures:
+            future.result()
 
     def _download(self, key: str, dest: Path, sha: str, size: int) -> None:
         """Download one object to ``dest`` via a temporary name, verifying SHA-256 and size."""
@@ -476,6 +511,46 @@ class S3IndexSource(IndexSource):
                 f"{needed} bytes, {free} are free; give the function more ephemeral storage "
                 "(EphemeralStorage in template.yaml)"
             )
+
+
+_prefetches: dict[tuple[str, Path], threading.Thread] = {}
+_prefetches_lock = threading.Lock()
+
+
+def prefetch(location: str, *, cache_dir: str | Path = "/tmp/anchored") -> bool:
+    """Start copying an ``s3://`` index into ``cache_dir`` in a background thread.
+
+    Returns False (and does nothing) for a local location. The S3 client is
+    made here, in the calling thread, so the thread imports nothing while the
+    caller goes on importing. A failure is only logged: the first ``fetch()``
+    of the location waits for the prefetch, then fetches again and reports it.
+    """
+    if not location.startswith("s3://"):
+        return False
+    source = S3IndexSource(S3Location.parse(location), cache_dir=Path(cache_dir))
+    _ = source.client
+
+    def run() -> None:
+        try:
+            source.fetch()
+        except Exception as exc:  # reported by the request's own fetch
+            log.info("index prefetch failed: %s", exc)
+
+    thread = threading.Thread(target=run, name="anchored-index-prefetch", daemon=True)
+    with _prefetches_lock:
+        _prefetches[source.location, Path(cache_dir)] = thread
+    thread.start()
+    return True
+
+
+def _wait_for_prefetch(location: str, cache_dir: Path) -> None:
+    """Let a prefetch of this location finish first (it fills the cache ``fetch`` reads)."""
+    with _prefetches_lock:
+        thread = _prefetches.get((location, cache_dir))
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+        with _prefetches_lock:
+            _prefetches.pop((location, cache_dir), None)
 
 
 def _has(path: Path, size: int) -> bool:

@@ -9,13 +9,29 @@ True
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anchored_query.llm.base import ChatMessage, LLMClient
-from anchored_query.llm.bedrock import BedrockClient
-from anchored_query.llm.openai_compat import OpenAICompatClient
+
+if TYPE_CHECKING:
+    from anchored_query.llm.bedrock import BedrockClient
+    from anchored_query.llm.openai_compat import OpenAICompatClient
 
 __all__ = ["BedrockClient", "ChatMessage", "LLMClient", "OpenAICompatClient", "make_client"]
+
+
+def __getattr__(name: str) -> Any:
+    """The clients are imported on first use: boto3 or httpx cost a cold start ~0.1 s each."""
+    if name == "BedrockClient":
+        from anchored_query.llm.bedrock import BedrockClient
+
+        return BedrockClient
+    if name == "OpenAICompatClient":
+        from anchored_query.llm.openai_compat import OpenAICompatClient
+
+        return OpenAICompatClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 PROVIDERS = ("none", "openai", "bedrock")
 
@@ -74,12 +90,16 @@ def make_client(provider: str, **settings: Any) -> LLMClient | None:
     except ValueError:
         raise ValueError(f"{kind} provider: timeout_s / max_retries must be numbers") from None
     if kind == "openai":
+        from anchored_query.llm.openai_compat import OpenAICompatClient
+
         return OpenAICompatClient(
             base_url=str(args["base_url"]),
             api_key=str(args.get("api_key", "")),
             model=str(args["model"]),
             **{k: args[k] for k in ("timeout_s", "max_retries") if k in args},
         )
+    from anchored_query.llm.bedrock import BedrockClient
+
     return BedrockClient(
         model_id=str(args["model_id"]),
         region=args.get("region"),

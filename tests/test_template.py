@@ -1,0 +1,202 @@
+"""template.yaml: linted like `sam validate --lint`, and the invariants we rely on.
+
+`sam validate --lint` runs cfn-lint, which validates SAM resources against SAM's
+own schemas; cfn-lint is a dev dependency, so the same check runs here offline
+without installing the SAM CLI. The other tests read the template with a YAML
+loader that understands CloudFormation's short tags (``!Ref``, ``!Sub``...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from anchored_query.settings import Settings
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "template.yaml"
+MAKEFILE = REPO / "lambda" / "Makefile"
+
+
+class CfnLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no type hints
+    """A safe loader that reads ``!Ref x`` as ``{"Ref": x}``, ``!Sub s`` as ``{"Fn::Sub": s}``."""
+
+
+def _tag(loader: CfnLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        assert isinstance(node, yaml.MappingNode)
+        value = loader.construct_mapping(node, deep=True)
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "Condition":
+        return {"Condition": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _tag)
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return cast(dict[str, Any], yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=CfnLoader))
+
+
+@pytest.fixture(scope="module")
+def function(template: dict[str, Any]) -> dict[str, Any]:
+    functions: list[dict[str, Any]] = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::Serverless::Function"
+    ]
+    assert len(functions) == 1
+    return functions[0]
+
+
+def walk(value: Any) -> Iterator[Any]:
+    """Every node of a parsed template fragment, depth first."""
+    yield value
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from walk(item)
+
+
+def statements(template: dict[str, Any], function: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every IAM statement the template writes: the function's policies and bucket policies."""
+    found = []
+    for node in walk(function["Properties"]["Policies"]):
+        if isinstance(node, dict) and "Statement" in node:
+            found.extend(node["Statement"])
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::S3::BucketPolicy":
+            found.extend(resource["Properties"]["PolicyDocument"]["Statement"])
+    return found
+
+
+def strings(value: Any) -> list[str]:
+    """The literal strings of a fragment (a ``!Sub`` template counts as its text)."""
+    out = []
+    for node in walk(value):
+        if isinstance(node, str):
+            out.append(node)
+    return out
+
+
+def test_template_passes_cfn_lint() -> None:
+    """What `sam validate --lint --region us-east-1` checks (informational notes aside)."""
+    api = pytest.importorskip("cfnlint.api")
+    matches = api.lint(
+        TEMPLATE.read_text(encoding="utf-8"), config=api.ManualArgs(regions=["us-east-1"])
+    )
+    problems = [f"{m.rule.id} line {m.linenumber}: {m.message}" for m in matches]
+    problems = [p for p in problems if not p.startswith("I")]
+    assert problems == []
+
+
+def test_runtime_and_build_match_the_makefile(function: dict[str, Any]) -> None:
+    props = function["Properties"]
+    match = re.fullmatch(r"python3\.(\d+)", props["Runtime"])
+    assert match and int(match.group(1)) >= 12, props["Runtime"]
+    assert props["Handler"] == "handler.handler"
+    assert props["CodeUri"] == "lambda/"
+    assert function["Metadata"]["BuildMethod"] == "makefile"
+    makefile = MAKEFILE.read_text(encoding="utf-8")
+    assert "build-AnchoredFunction:" in makefile
+    arch = re.search(r"^LAMBDA_ARCH \?= (\S+)", makefile, re.M)
+    version = re.search(r"^LAMBDA_PYTHON \?= (\S+)", makefile, re.M)
+    assert arch and version
+    assert props["Architectures"] == [{"aarch64": "arm64"}.get(arch.group(1), arch.group(1))]
+    assert props["Runtime"] == f"python{version.group(1)}"
+    assert (REPO / "lambda" / "handler.py").is_file()
+
+
+def settings_keys() -> set[str]:
+    """The ANCHORED_* variables Settings.from_env reads (it is asked, and we listen)."""
+
+    seen: set[str] = set()
+
+    class Recording(dict[str, str]):
+        def get(self, key: str, default: Any = None) -> Any:
+            seen.add(key)
+            return super().get(key, default)
+
+    Settings.from_env(Recording(ANCHORED_INDEX="s3://bucket/prefix"))
+    return {k for k in seen if k.startswith("ANCHORED_")}
+
+
+def test_environment_names_are_settings(function: dict[str, Any]) -> None:
+    variables = function["Properties"]["Environment"]["Variables"]
+    known = settings_keys()
+    assert "ANCHORED_INDEX" in known and "ANCHORED_ALLOWED_ORIGINS" in known
+    unknown = sorted(set(variables) - known)
+    assert unknown == [], f"Settings.from_env does not read {unknown}"
+    assert {"ANCHORED_INDEX", "ANCHORED_FEEDBACK", "ANCHORED_CACHE_DIR"} <= set(variables)
+    cache = variables["ANCHORED_CACHE_DIR"]
+    assert cache.startswith("/tmp/"), "only /tmp is writable on Lambda"
+
+
+def test_cors_belongs_to_the_function_url(
+    function: dict[str, Any], template: dict[str, Any]
+) -> None:
+    """One layer emits CORS: the URL config, with the site origin as a parameter."""
+    props = function["Properties"]
+    cors = props["FunctionUrlConfig"]["Cors"]
+    assert "ANCHORED_ALLOWED_ORIGINS" not in props["Environment"]["Variables"]
+    origins = cors["AllowOrigins"]
+    assert {"Ref": "SiteOrigin"} in list(walk(origins)) or any(
+        "${SiteOrigin}" in s for s in strings(origins)
+    )
+    assert "*" not in strings(origins)
+    assert "SiteOrigin" in template["Parameters"]
+    assert "Default" not in template["Parameters"]["SiteOrigin"], "the origin must be chosen"
+    assert sorted(cors["AllowMethods"]) == ["GET", "POST"]
+    assert [h.lower() for h in cors["AllowHeaders"]] == ["content-type"]
+    assert "retry-after" in [h.lower() for h in cors.get("ExposeHeaders", [])]
+    assert cors.get("AllowCredentials", False) is False
+
+
+def test_iam_statements_are_scoped(template: dict[str, Any], function: dict[str, Any]) -> None:
+    found = statements(template, function)
+    assert found
+    for statement in found:
+        if statement["Effect"] == "Deny":
+            continue
+        actions = (
+            statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        )
+        assert all("*" not in a for a in actions), statement
+        resources = strings(statement["Resource"])
+        assert resources, statement
+        for resource in resources:
+            assert resource != "*", statement
+            if "*" in resource.replace("/*", ""):
+                # Only a service-wide ARN pinned down by a condition (Bedrock's cross-region
+                # inference profiles route to the foundation model in other regions).
+                assert statement.get("Condition"), statement
+    by_sid = {s.get("Sid"): s for s in found}
+    assert by_sid["ReadIndex"]["Action"] == "s3:GetObject"
+    assert by_sid["WriteFeedbackOnly"]["Action"] == "s3:PutObject"
+    assert any("/feedback/*" in s for s in strings(by_sid["WriteFeedbackOnly"]["Resource"]))
+    assert by_sid["ListIndexPrefixOnly"]["Condition"]["StringLike"]["s3:prefix"]
+    assert not any("ManagedPolicyArns" in str(node) for node in walk(function["Properties"]))
+
+
+def test_function_timeout_covers_the_llm_timeout(function: dict[str, Any]) -> None:
+    assert Settings.llm_timeout_s < function["Properties"]["Timeout"] <= 900
+
+
+def test_outputs_name_the_url_and_the_index(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+    assert outputs["QueryUrl"]["Value"] == {"Fn::GetAtt": ["AnchoredFunctionUrl", "FunctionUrl"]}
+    assert "IndexLocation" in outputs
