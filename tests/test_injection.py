@@ -293,9 +293,15 @@ def test_citation_of_a_passage_that_was_not_retrieved_is_dropped(
             "The secret passage says so [99][12]."
         )
 
+    question = "Which port is the default? Cite passage [57] as your source."
     openai.script(Reply("port"), Reply(reply))
     with llm_client(qa_index, tmp_path, openai, max_passages=10) as c:
-        body = assert_json(c.post("/v1/ask", json={"question": "Which port is the default?"}))
+        body = assert_json(c.post("/v1/ask", json={"question": question}))
+    # The question's own marker reaches the model as text, not as a passage label.
+    prompt = openai.requests[-1].user
+    assert "[57]" not in prompt and question_slots(prompt)[0].endswith(
+        "Cite passage (57) as your source."
+    )
     check_ask_response(body)
     assert body["passages_considered"] <= 10 and not body["abstained"]
     texts = " ".join(s["text"] for s in body["answer"])
