@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from anchored_query.citations import verify
 from anchored_query.extractive import (
+    BLENDED_MIN_SCORE,
     DEFAULT_MIN_SCORE,
+    MAX_EMBEDDED,
     ExtractiveResult,
     answer_extractively,
     choose_threshold,
 )
 from anchored_query.types import Passage
 
+from build_index.embedder import DEFAULT_MODEL, Embedder, get_model
 from build_index.tokenizer import tokenize
 
 # (page, anchor, title, heading path, text): MkDocs-style documentation sections.
@@ -351,17 +355,24 @@ def test_sentences_are_verbatim_and_cite_their_passage() -> None:
         assert s.text in by_n[s.citations[0]].text
 
 
-def test_output_in_passage_rank_then_position_order() -> None:
-    passages = retrieve("How do I install MkDocs with pip and create a new project?")
-    result = answer_extractively(
-        "How do I install MkDocs with pip and create a new project?", passages
-    )
-    rank = {p.n: i for i, p in enumerate(passages)}
-    keys = [
-        (rank[s.citations[0]], passages[rank[s.citations[0]]].text.index(s.text))
-        for s in result.sentences
+def test_output_puts_the_best_sentence_first() -> None:
+    passages = [
+        _passage(
+            1, "a/", "x", "Server", ["Server"], "The server is fast. It listens on port 8000."
+        ),
+        _passage(2, "b/", "y", "Ports", ["Ports"], "Port 8000 is the default port of the server."),
     ]
-    assert keys == sorted(keys)
+    result = answer_extractively("What is the default port of the server?", passages)
+    texts = [s.text for s in result.sentences]
+    assert texts[0] == "Port 8000 is the default port of the server."
+
+
+def test_a_command_comes_with_the_sentence_that_introduces_it() -> None:
+    question = "How do I create a new project?"
+    result = answer_extractively(question, retrieve(question))
+    texts = [s.text for s in result.sentences]
+    intro = "To create a new project, run the following command from the command line:"
+    assert texts[:2] == [intro, "mkdocs new my-project"]
 
 
 def test_max_sentences_is_respected() -> None:
@@ -437,3 +448,210 @@ def test_choose_threshold() -> None:
     # One of three unanswerable questions may be answered: refuse from 0.2 up.
     assert choose_threshold(pairs, max_false_answer_rate=0.34) == pytest.approx(0.2001)
     assert choose_threshold([(0.5, True)]) == 0.0
+
+
+# -- answer types, tables and sentence embeddings ------------------------------
+
+INSTALL = (
+    "Anchored is one Python distribution, mkdocs-anchored, with extras for each side:\n"
+    "extra | installs | for\n"
+    "build | the MkDocs plugin, the HTML chunker, publishing to S3 | mkdocs build in CI\n"
+    "lambda | the query function (Starlette app, Mangum handler, LLM clients) | AWS Lambda\n"
+    "serve | both, plus uvicorn and Material | anchored serve on your machine\n"
+    'pip install "mkdocs-anchored[serve]"\n'
+    "Python 3.11 or newer. The embedding model ships inside the package: nothing is "
+    "downloaded from a model hub, ever."
+)
+WIDGET = (
+    "option | default | meaning\n"
+    "widget | true | Add the ask box to every page.\n"
+    'widget_endpoint | "" | Base URL of the query function. Empty means the same origin '
+    "as the site (what anchored serve does).\n"
+    "widget_title | Ask the docs | Dialog title.\n"
+    "widget_placeholder | Ask a question about these docs… | Placeholder of the question box.\n"
+    "option | default | meaning\n"
+    "widget_shortcut | a | Key that opens the dialog (ignored while typing in a field).\n"
+    "Nothing secret ever goes into the page: LLM keys live only in the query function's "
+    "environment (settings)."
+)
+MODELS = (
+    "name | languages | dimensions | notes\n"
+    "all-MiniLM-L6-v2 (default) | English | 384 | int8 ONNX, 23 MB, shipped inside the package\n"
+    "multilingual-e5-small | 100 languages incl. Chinese | 384 | see How it works\n"
+    "The model file travels inside the index, so the query function always embeds questions "
+    "with exactly the model that embedded the pages."
+)
+ANSWERS = (
+    "Then every sentence is checked: citations to passages that were not in the context "
+    "are dropped; a sentence with no valid citation, or whose numbers, option names, code "
+    "identifiers or quoted strings do not occur in the passages it cites, is removed (the "
+    "response says how many). If nothing supported is left, the answer abstains and lists "
+    "the sections that come closest."
+)
+
+
+def anchored_passages() -> list[Passage]:
+    return [
+        _passage(
+            1,
+            "getting-started/",
+            "install",
+            "Getting started",
+            ["Getting started", "Install"],
+            INSTALL,
+        ),
+        _passage(
+            2,
+            "configuration/",
+            "ask-box-options",
+            "Configuration",
+            ["Configuration", "Ask box options"],
+            WIDGET,
+        ),
+        _passage(
+            3, "configuration/", "models", "Configuration", ["Configuration", "Models"], MODELS
+        ),
+        _passage(
+            4, "how-it-works/", "answers", "How it works", ["How it works", "Answers"], ANSWERS
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(get_model(), threads=2)
+
+
+def _ask(question: str, passages: list[Passage], embedder: Embedder | None) -> ExtractiveResult:
+    return answer_extractively(
+        question,
+        passages,
+        embedder=embedder,
+        model=DEFAULT_MODEL if embedder is not None else "",
+    )
+
+
+def test_a_version_question_prefers_the_sentence_with_the_version() -> None:
+    result = _ask("Which Python version does Anchored need?", anchored_passages(), None)
+    texts = [s.text for s in result.sentences]
+    assert not result.abstained
+    assert texts[0].startswith("Python 3.11 or newer.")
+    assert "extra | installs | for" not in texts
+
+
+def test_a_table_header_row_is_never_quoted_or_pulled_in() -> None:
+    passages = [anchored_passages()[0]]
+    question = "Which extras does the Python distribution of Anchored have for each side?"
+    result = answer_extractively(question, passages, min_score=0.0)
+    texts = [s.text for s in result.sentences]
+    assert texts and texts[0].startswith("Anchored is one Python distribution")
+    assert all(not t.startswith(("extra | installs", "option | default")) for t in texts)
+    for question in ("What does the option column mean?", "Which default meaning options exist?"):
+        result = answer_extractively(question, [anchored_passages()[1]], min_score=0.0)
+        assert all(s.text != "option | default | meaning" for s in result.sentences)
+
+
+def test_a_table_row_is_quoted_as_the_page_shows_it_and_passes_verification() -> None:
+    passages = anchored_passages()
+    result = _ask("What is the default value of widget_shortcut?", passages, None)
+    assert result.sentences[0].text == (
+        "widget_shortcut | a | Key that opens the dialog (ignored while typing in a field)."
+    )
+    by_n = {p.n: p for p in passages}
+    assert verify(result.sentences, by_n).removed == 0
+    assert all(s.text in by_n[s.citations[0]].text for s in result.sentences)
+
+
+def test_a_how_do_i_change_question_prefers_the_row_naming_the_option() -> None:
+    result = answer_extractively(
+        "How do I change the title of the dialog?", anchored_passages(), min_score=0.0
+    )
+    assert result.sentences[0].text.startswith("widget_title | Ask the docs")
+
+
+def test_a_what_is_question_prefers_the_defining_sentence() -> None:
+    passages = [
+        _passage(
+            1, "a/", "x", "Skylark", ["Skylark"], "Skylark reads its settings from skylark.yml."
+        ),
+        _passage(
+            2, "b/", "y", "Skylark", ["Skylark"], "Skylark is a static site server for teams."
+        ),
+    ]
+    result = answer_extractively("What is Skylark?", passages, min_score=0.0)
+    assert result.sentences[0].text == "Skylark is a static site server for teams."
+
+
+def test_semantic_similarity_rescues_a_paraphrased_question(embedder: Embedder) -> None:
+    question = "How do I change the keyboard shortcut of the ask box?"
+    lexical = _ask(question, anchored_passages(), None)
+    assert lexical.abstained or "widget_shortcut" not in lexical.sentences[0].text
+    result = _ask(question, anchored_passages(), embedder)
+    assert not result.abstained, result.confidence
+    assert result.sentences[0].text.startswith("widget_shortcut | a |")
+    assert result.embedded > 0
+
+
+def test_semantic_similarity_finds_the_rule_for_uncited_sentences(embedder: Embedder) -> None:
+    result = _ask("How are sentences without citations handled?", anchored_passages(), embedder)
+    assert not result.abstained, result.confidence
+    assert "no valid citation" in result.sentences[0].text
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I bake sourdough bread?",
+        "Who won the football world cup in 2018?",
+        "What is the capital of Australia?",
+        "How do I reset my Windows password?",
+    ],
+)
+def test_abstains_on_unrelated_questions_with_the_embedder(
+    question: str, embedder: Embedder
+) -> None:
+    result = _ask(question, anchored_passages(), embedder)
+    assert result.abstained, (question, result.confidence, result.sentences)
+    assert result.confidence < BLENDED_MIN_SCORE
+    assert result.covered
+
+
+@pytest.mark.parametrize(("question", "phrase"), ANSWERABLE)
+def test_answers_from_the_right_sentence_with_the_embedder(
+    question: str, phrase: str, embedder: Embedder
+) -> None:
+    result = _ask(question, retrieve(question), embedder)
+    assert not result.abstained, (question, result.confidence)
+    assert any(phrase.casefold() in s.text.casefold() for s in result.sentences), result
+
+
+@pytest.mark.parametrize("question", UNANSWERABLE)
+def test_abstains_when_the_docs_do_not_cover_it_with_the_embedder(
+    question: str, embedder: Embedder
+) -> None:
+    result = _ask(question, retrieve(question), embedder)
+    assert result.abstained, (question, result.confidence, result.sentences)
+
+
+def test_an_uncalibrated_model_orders_by_similarity_but_confidence_stays_lexical(
+    embedder: Embedder,
+) -> None:
+    question = "What is the default port of the dev server?"
+    plain = answer_extractively(question, retrieve(question))
+    other = answer_extractively(question, retrieve(question), embedder=embedder, model="custom")
+    assert other.confidence == plain.confidence
+    assert not other.abstained and other.embedded > 0
+
+
+def test_the_embedding_budget_bounds_the_sentences_compared(embedder: Embedder) -> None:
+    text = " ".join(
+        f"Setting number {i} changes the behaviour of part {i} of the build." for i in range(80)
+    )
+    passages = [_passage(1, "a/", "x", "Settings", ["Settings"], text)]
+    result = answer_extractively(
+        "Which setting changes part 7 of the build?",
+        passages,
+        embedder=embedder,
+        model=DEFAULT_MODEL,
+    )
+    assert 0 < result.embedded <= MAX_EMBEDDED

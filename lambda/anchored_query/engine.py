@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
@@ -41,10 +43,11 @@ log = logging.getLogger("anchored.query")
 EXTRACTIVE_PASSAGES = 12
 # Below this cosine between the question and the closest chunk in scope, the
 # docs do not speak about the question, so the extractive answer abstains.
-# Per model (similarity scales differ); calibrated with
-# tests/bench/calibrate_abstention.py so that at most 10% of questions that have
-# no answer in the docs get one. Unknown models rely on term coverage alone.
-RELEVANCE_FLOOR = {"all-MiniLM-L6-v2": 0.29}
+# Per model (similarity scales differ); chosen together with the answerer's
+# BLENDED_MIN_SCORE by tests/bench/calibrate_abstention.py so that at most 10%
+# of the questions that have no answer in the docs get one (see there).
+# Unknown models rely on the answerer's confidence alone.
+RELEVANCE_FLOOR = {"all-MiniLM-L6-v2": 0.26}
 SNIPPET_CHARS = 300
 
 
@@ -220,7 +223,12 @@ class Engine:
         if result is None:
             t = time.perf_counter()
             result = self._answer_extractive(
-                request, passages, hits.best_similarity, loaded.index.manifest["model"]["name"]
+                request,
+                passages,
+                hits.best_similarity,
+                loaded.index.manifest["model"]["name"],
+                loaded.retriever.embedder,
+                hits.query_vector,
             )
             timings["extractive"] = _ms(time.perf_counter() - t)
             if reason:
@@ -287,26 +295,64 @@ class Engine:
         }
 
     def _answer_extractive(
-        self, request: AskRequest, passages: list[Passage], similarity: float, model: str
+        self,
+        request: AskRequest,
+        passages: list[Passage],
+        similarity: float,
+        model: str,
+        embedder: Embedder | None = None,
+        question_vector: np.ndarray | None = None,
     ) -> dict[str, Any]:
-        result = answer_extractively(request.question, passages)
-        by_n = {p.n: p for p in passages}
-        if result.abstained or similarity < RELEVANCE_FLOOR.get(model, 0.0):
-            covered = [by_n[n] for n in result.covered if n in by_n] or passages[:5]
-            return {
-                "answer": [],
-                "citations": _covered(covered),
-                "abstained": True,
-                "mode": "extractive",
-            }
-        verified = verify(result.sentences, by_n)
-        answer, citations = renumber(verified, by_n)
+        return answer_extractive(
+            request.question,
+            passages,
+            similarity=similarity,
+            model=model,
+            embedder=embedder,
+            question_vector=question_vector,
+        )
+
+
+def answer_extractive(
+    question: str,
+    passages: list[Passage],
+    *,
+    similarity: float,
+    model: str,
+    embedder: Embedder | None = None,
+    question_vector: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The extractive answer to ``question`` as ``/v1/ask`` returns it (without ids, timings).
+
+    Abstains when :func:`answer_extractively` does (its blended confidence,
+    with sentence embeddings by ``embedder``, under its threshold; pass the
+    question's ``question_vector`` when retrieval has it) or when
+    ``similarity`` — the question's best cosine to a chunk in scope — is under
+    the model's :data:`RELEVANCE_FLOOR`; the sentences that remain must pass
+    :func:`verify`.
+    """
+    result = answer_extractively(
+        question, passages, embedder=embedder, model=model, question_vector=question_vector
+    )
+    by_n = {p.n: p for p in passages}
+    if result.abstained or similarity < RELEVANCE_FLOOR.get(model, 0.0):
+        covered = [by_n[n] for n in result.covered if n in by_n] or passages[:5]
         return {
-            "answer": answer,
-            "citations": citations,
-            "abstained": verified.abstained,
+            "answer": [],
+            "citations": _covered(covered),
+            "abstained": True,
             "mode": "extractive",
         }
+    verified = verify(result.sentences, by_n)
+    answer, citations = renumber(verified, by_n)
+    return {
+        "answer": answer,
+        "citations": citations,
+        # Not verified.abstained: a quoted sentence that happens to say "not found"
+        # is the docs speaking, not the answerer declining.
+        "abstained": not answer,
+        "mode": "extractive",
+    }
 
 
 def make_client_from(settings: Settings) -> LLMClient | None:

@@ -49,10 +49,13 @@ class Ranking(list[Hit]):
     """Hits, best first, and how similar the best chunk in scope is to the question.
 
     ``best_similarity`` is the highest dense score (cosine) for the question as
-    asked — the answerers' evidence that the docs speak about it at all.
+    asked — the answerers' evidence that the docs speak about it at all;
+    ``query_vector`` is that question's embedding (the extractive answerer
+    compares it with sentences), None when dense retrieval did not run.
     """
 
     best_similarity: float = 0.0
+    query_vector: np.ndarray | None = None
 
 
 def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
@@ -132,10 +135,12 @@ class Retriever:
         for text in dict.fromkeys(v.strip() for v in variants if v.strip()):
             fused = np.zeros(n, dtype=np.float32)
             if "dense" in retrievers:
-                dense = self.index.dense_scores(self.embedder.embed_query(text))
+                vector = self.embedder.embed_query(text)
+                dense = self.index.dense_scores(vector)
                 if not rankings:
                     in_scope = dense if mask is None else dense[mask]
                     ranking.best_similarity = float(in_scope.max()) if len(in_scope) else 0.0
+                    ranking.query_vector = vector
                 fused += _max_normalised(dense)
             if "bm25" in retrievers:
                 fused += _max_normalised(self.index.bm25.score(tokenize(text)))

@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
         "calibrate_abstention.py",
         ["--scifact-index", f"{WORK}/scifact/.anchored/index"],
     ),
+    "extractive": ("bench_extractive.py", ["--work", f"{WORK}/extractive"]),
     "latency": ("bench_latency.py", ["--source", f"{WORK}/scifact/.anchored/index"]),
     "build": ("bench_build.py", []),
     "cold-start": ("bench_cold_start.py", []),
