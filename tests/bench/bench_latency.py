@@ -162,8 +162,10 @@ def measure(index: Path, queries: list[str]) -> dict[str, float]:
     from build_index.embedder import Embedder, ModelSpec
 
     settings = Settings(index=str(index), refresh_s=3600, rate_limit_per_min=0)
-    app = create_app(settings)
-    engine = app.state.engine
+    # One engine (one loaded index) for every route; the stand-in model only
+    # answers requests that ask for the LLM path.
+    engine = Engine(settings, llm=InstantLLM())
+    app = create_app(settings, engine=engine)
     client = TestClient(app)
     client.get("/v1/search", params={"q": "warm up"})
     search, ask = [], []
@@ -176,12 +178,11 @@ def measure(index: Path, queries: list[str]) -> dict[str, float]:
         t0 = time.perf_counter()
         engine.ask(AskRequest(question=q[:2000], mode="extractive"))
         ask.append(time.perf_counter() - t0)
-    llm_engine = Engine(settings, llm=InstantLLM())
-    llm_engine.ask(AskRequest(question="warm up", mode="llm"))
+    engine.ask(AskRequest(question="warm up", mode="llm"))
     ask_llm = []
     for q in queries:
         t0 = time.perf_counter()
-        llm_engine.ask(AskRequest(question=q[:2000], mode="llm"))
+        engine.ask(AskRequest(question=q[:2000], mode="llm"))
         ask_llm.append(time.perf_counter() - t0)
     rss = psutil.Process().memory_info().rss
 
