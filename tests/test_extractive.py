@@ -655,3 +655,20 @@ def test_the_embedding_budget_bounds_the_sentences_compared(embedder: Embedder) 
         model=DEFAULT_MODEL,
     )
     assert 0 < result.embedded <= MAX_EMBEDDED
+
+
+def test_a_short_command_is_an_answer_to_how_do_i_install() -> None:
+    passages = [
+        _passage(
+            1, "a/", "homebrew", "Install", ["Install", "Homebrew (macOS)"], "brew install cfn-lint"
+        ),
+        _passage(
+            2, "a/", "pip", "Install", ["Install", "Pip"], "Python 3.10 to 3.14 are supported."
+        ),
+    ]
+    result = answer_extractively("How do I install cfn-lint with Homebrew?", passages)
+    assert [s.text for s in result.sentences][:1] == ["brew install cfn-lint"]
+    # A short fragment that is no command stays a label, not an answer.
+    label = [_passage(1, "a/", "x", "Server", ["Server"], "Default port\nThe port is 8000.")]
+    result = answer_extractively("What is the default port?", label)
+    assert "Default port" not in [s.text for s in result.sentences]
