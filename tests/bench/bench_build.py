@@ -189,8 +189,9 @@ def main() -> None:
         proj = work / "own-docs"
         proj.mkdir()
         shutil.copy(REPO / "mkdocs.yml", proj / "mkdocs.yml")
-        shutil.copytree(REPO / "site", proj / "site")
-        text = (proj / "mkdocs.yml").read_text().replace("site_dir: build/site", "site_dir: out")
+        shutil.copytree(REPO / "site", proj / "docs")
+        text = (proj / "mkdocs.yml").read_text()
+        text = text.replace("docs_dir: site", "docs_dir: docs").replace("build/site", "site")
         (proj / "mkdocs.yml").write_text(text)
         rows.append(bench_project("site/ (own docs)", proj))
     beir = Path(args.beir)
