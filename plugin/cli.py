@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -164,6 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.llm_provider != "none":
         answers = f"{settings.llm_provider} model {settings.llm_model}"
     print(f"  answers: {answers}")
+    # uvicorn re-raises SIGTERM after shutting down; make it an exit so the finally runs.
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:

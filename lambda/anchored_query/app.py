@@ -35,6 +35,9 @@ from anchored_query.validation import parse_ask, parse_feedback, parse_json_body
 
 log = logging.getLogger("anchored.query")
 
+# Worker threads when an LLM answers and ANCHORED_WORKER_THREADS is unset.
+LLM_WORKER_THREADS = 100
+
 
 class RateLimiter:
     """Per-client token bucket (requests per minute); memory bounded."""
@@ -209,6 +212,14 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Each /v1 request holds a thread, an ask with an LLM for seconds of waiting: the
+        # limit bounds the answers in progress at once, and searches queue behind them
+        # when it is reached (anyio's default is 40; see site/reliability.md, "Load").
+        threads = settings.worker_threads or (LLM_WORKER_THREADS if engine.llm else 0)
+        if threads:
+            import anyio.to_thread
+
+            anyio.to_thread.current_default_thread_limiter().total_tokens = threads
         yield
         engine.close()
 

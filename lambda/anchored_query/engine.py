@@ -8,6 +8,7 @@ with), and answers with the LLM when configured or extractively otherwise.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from anchored_query import logsafe
 from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
@@ -41,6 +43,9 @@ log = logging.getLogger("anchored.query")
 
 # The extractive answerer reads only the best passages; the LLM reads them all.
 EXTRACTIVE_PASSAGES = 12
+# After a failed first load, requests fail fast for this long (doubling to the max).
+COLD_RETRY_BASE_S = 1.0
+COLD_RETRY_MAX_S = 16.0
 # Below this cosine between the question and the closest chunk in scope, the
 # docs do not speak about the question, so the extractive answer abstains.
 # Per model (similarity scales differ); chosen together with the answerer's
@@ -73,6 +78,14 @@ class Engine:
         self._loaded: Loaded | None = None
         self._lock = threading.Lock()
         self._last_error = ""
+        # Cold start: after a failed load, requests fail fast until _retry_at.
+        self._failures = 0
+        self._retry_at = 0.0
+        self._unavailable = ""
+        # Refresh: checked at most every refresh_s, in the background.
+        self._next_check = time.monotonic() + settings.refresh_s
+        self._refresher: threading.Thread | None = None
+        logsafe.protect(settings.llm_api_key)
 
     # -- index lifecycle -------------------------------------------------
 
@@ -82,12 +95,41 @@ class Engine:
         if loaded is None:
             with self._lock:
                 if self._loaded is None:
-                    self._loaded = self._load(self.source.fetch)
+                    self._loaded = self._cold_load()
                 loaded = self._loaded
         else:
             self._maybe_refresh()
         assert loaded is not None
         return self._loaded or loaded
+
+    def _cold_load(self) -> Loaded:
+        """The first load, backing off after failures (call with the lock held).
+
+        While the store is down every request would otherwise wait through its
+        own round of retries, one after the other on the lock; instead, for
+        ``COLD_RETRY_BASE_S`` doubling up to ``COLD_RETRY_MAX_S`` after each
+        failure, requests get the same 503 at once with ``Retry-After``.
+        """
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            raise QueryError(
+                503,
+                "index_unavailable",
+                self._unavailable,
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            )
+        try:
+            loaded = self._load(self.source.fetch)
+        except QueryError as exc:
+            self._failures += 1
+            delay = min(COLD_RETRY_MAX_S, COLD_RETRY_BASE_S * 2 ** (self._failures - 1))
+            self._retry_at = time.monotonic() + delay
+            self._unavailable = exc.message
+            exc.headers["Retry-After"] = str(max(1, math.ceil(delay)))
+            raise
+        self._failures, self._retry_at = 0, 0.0
+        self._next_check = time.monotonic() + self.settings.refresh_s
+        return loaded
 
     def _load(self, fetch: Any) -> Loaded:
         try:
@@ -110,18 +152,46 @@ class Engine:
         return Loaded(index, Retriever(index, embedder), Path(path), time.time())
 
     def _maybe_refresh(self) -> None:
-        """Swap in a newer published build; on any failure keep serving the old one."""
-        if not self._lock.acquire(blocking=False):
+        """At most every ``refresh_s``, look for a newer build in a background thread.
+
+        No request waits for the check, the download or the load of a new build
+        (an outage of the store can hold a check for a long time); requests keep
+        the build they started with and later ones get the new one once it is
+        verified and loaded. On any failure the previous build keeps serving.
+        """
+        now = time.monotonic()
+        if now < self._next_check or not self._lock.acquire(blocking=False):
             return
+        try:
+            if self._refresher is not None and self._refresher.is_alive():
+                return
+            self._next_check = now + self.settings.refresh_s
+            self._refresher = threading.Thread(
+                target=self._refresh, name="anchored-index-refresh", daemon=True
+            )
+            self._refresher.start()
+        finally:
+            self._lock.release()
+
+    def _refresh(self) -> None:
         try:
             new_path = self.source.check_for_update()
             if new_path is not None:
-                self._loaded = self._load(lambda: new_path)
-                log.info("switched to build %s", self._loaded.index.build_id)
+                loaded = self._load(lambda: new_path)
+                self._loaded = loaded
+                log.info("switched to build %s", loaded.index.build_id)
         except (QueryError, AnchoredError, OSError) as exc:
             log.warning("index refresh failed, still serving the previous build: %s", exc)
-        finally:
-            self._lock.release()
+        except Exception:  # a background thread: nothing above it would log this
+            log.exception("index refresh failed, still serving the previous build")
+
+    def wait_for_refresh(self, timeout_s: float) -> bool:
+        """Wait for a refresh in progress (tests, tools); True when none is running."""
+        refresher = self._refresher
+        if refresher is not None:
+            refresher.join(timeout_s)
+            return not refresher.is_alive()
+        return True
 
     def close(self) -> None:
         """Release the LLM client's connections (on app shutdown)."""
@@ -276,6 +346,8 @@ class Engine:
             [ChatMessage(m.role, m.content) for m in messages],
             timeout_s=self.settings.llm_timeout_s,
         )
+        # A proxy that echoes the request into its answer must not hand the key to readers.
+        reply = logsafe.without_secrets(reply)
         by_n = {p.n: p for p in passages}
         sentences = parse_answer(reply)
         # A reply that repeats its instructions shows none of them (rule 2's example

@@ -440,13 +440,16 @@ class S3IndexSource(IndexSource):
         def get() -> tuple[str, int]:
             digest, count = hashlib.sha256(), 0
             body = self.client.get_object(Bucket=self.loc.bucket, Key=key)["Body"]
-            with tmp.open("wb") as fh:
-                for block in body.iter_chunks(1 << 20):
-                    count += len(block)
-                    if count > size:
-                        break  # longer than the manifest says: stop before it fills /tmp
-                    digest.update(block)
-                    fh.write(block)
+            try:
+                with tmp.open("wb") as fh:
+                    for block in body.iter_chunks(1 << 20):
+                        count += len(block)
+                        if count > size:
+                            break  # longer than the manifest says: stop before it fills /tmp
+                        digest.update(block)
+                        fh.write(block)
+            finally:
+                body.close()  # a download cut short (disk full, too long) frees its connection
             return digest.hexdigest(), count
 
         try:

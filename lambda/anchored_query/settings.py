@@ -72,7 +72,7 @@ class Settings:
     context_tokens: int = 12000
     max_passages: int = 200
     site_name: str = ""
-    worker_threads: int = 0  # requests answered at once (threads); 0: anyio's default, 40
+    worker_threads: int = 0  # requests worked on at once; 0: 100 with an LLM, else 40
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
