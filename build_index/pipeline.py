@@ -22,9 +22,9 @@ from build_index.bm25 import BM25Index
 from build_index.cache import EmbeddingCache
 from build_index.chunking import ChunkSettings, chunk_page, is_excluded
 from build_index.embedder import Embedder, ModelSpec, get_model
-from build_index.errors import AnchoredError, PageError
+from build_index.errors import PageError
 from build_index.index_format import VERSION as FORMAT_VERSION
-from build_index.index_format import Manifest, ModelInfo, read_index, write_index
+from build_index.index_format import Manifest, ModelInfo, write_index
 from build_index.tokenizer import TOKENIZER_SETTINGS, tokenize
 from build_index.types import Chunk, PageInput, Section
 
@@ -162,18 +162,22 @@ def input_fingerprint(pages: Sequence[PageInput], config: BuildConfig, spec: Mod
 
 
 def unchanged_index(out_dir: Path, fingerprint: str) -> Manifest | None:
-    """The manifest of ``out_dir`` when it is a valid index of exactly these inputs."""
-    manifest_path = out_dir / "manifest.json"
+    """The manifest of ``out_dir`` when it is an index of exactly these inputs.
+
+    Every file must be there with its recorded size; contents are not hashed
+    again here (readers verify every checksum before use), so an unchanged
+    rebuild costs a hash of the pages and a few ``stat`` calls.
+    """
     try:
-        recorded = json.loads(manifest_path.read_text("utf-8")).get("extra", {}).get("inputs")
-    except (OSError, ValueError, AttributeError):
+        manifest: Manifest = json.loads((out_dir / "manifest.json").read_text("utf-8"))
+        if manifest.get("extra", {}).get("inputs") != fingerprint:
+            return None
+        for name, entry in manifest["files"].items():
+            if (out_dir / name).stat().st_size != entry["size"]:
+                return None
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return None
-    if recorded != fingerprint:
-        return None
-    try:
-        return read_index(out_dir).manifest
-    except AnchoredError:
-        return None  # damaged or tampered: rebuild it
+    return manifest
 
 
 def build(

@@ -41,7 +41,7 @@ def test_unchanged_inputs_skip_the_build_and_changes_reuse_the_cache(tmp_path: P
 def test_a_tampered_index_is_rebuilt_not_trusted(tmp_path: Path) -> None:
     config = BuildConfig(cache_dir=tmp_path / "cache")
     build(pages(), tmp_path / "index", config)
-    (tmp_path / "index" / "chunks.jsonl").write_text("{}\n")
+    (tmp_path / "index" / "chunks.jsonl").write_text("{}\n")  # another size
     report = build(pages(), tmp_path / "index", config)
     assert not report.unchanged
     assert len(read_index(tmp_path / "index").chunks) == report.chunks
