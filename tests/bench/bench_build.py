@@ -69,7 +69,10 @@ def index_sizes(index_dir: Path) -> dict[str, float]:
     for name in ("chunks.jsonl", "sections.jsonl"):
         with open(index_dir / name, encoding="utf-8") as fh:
             for line in fh:
-                text += len(json.loads(line)["text"].encode("utf-8"))
+                row = json.loads(line)
+                # The page's own words: body text, page title and heading path.
+                words = [row["text"], row["title"], *row["heading_path"]]
+                text += sum(len(w.encode("utf-8")) for w in words)
     return {
         "chunks": manifest["counts"]["chunks"],
         "bytes_per_chunk": total / chunks,
