@@ -13,6 +13,7 @@ question). Feedback and ask bodies are recorded for the tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import mimetypes
 import os
@@ -24,6 +25,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +60,8 @@ def build_sites(out: Path, origin: str) -> dict[str, Path]:
             # give this build the harness's real address.
             wrapper = out / f"{name}.yml"
             wrapper.write_text(
-                f"INHERIT: {config}\nsite_url: {origin}/{name}/\ndocs_dir: {config.parent / 'docs'}\n",
+                f"INHERIT: {config}\nsite_url: {origin}/{name}/\n"
+                f"docs_dir: {config.parent / 'docs'}\n",
                 encoding="utf-8",
             )
             config = wrapper
@@ -102,7 +105,7 @@ def pick_fixture(question: str) -> str:
 
 
 class Handler(BaseHTTPRequestHandler):
-    sites: dict[str, Path] = {}
+    sites: ClassVar[dict[str, Path]] = {}
     protocol_version = "HTTP/1.1"
 
     def log_message(self, fmt: str, *args: object) -> None:  # quiet unless asked
@@ -140,12 +143,24 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v1/search":
             q = parse_qs(url.query).get("q", [""])[0]
             results = [
-                {"url": c["url"], "chunk_id": c["chunk_id"], "title": c["title"],
-                 "heading_path": c["heading_path"], "score": 1.0 / c["n"], "snippet": c["passage"][:160]}
+                {
+                    "url": c["url"],
+                    "chunk_id": c["chunk_id"],
+                    "title": c["title"],
+                    "heading_path": c["heading_path"],
+                    "score": 1.0 / c["n"],
+                    "snippet": c["passage"][:160],
+                }
                 for c in FIXTURES["default"]["citations"]
             ]
-            return self.send_json(200, {"results": results if q else [], "build_id": "test-build-1",
-                                        "timings_ms": {"total": 3}})
+            return self.send_json(
+                200,
+                {
+                    "results": results if q else [],
+                    "build_id": "test-build-1",
+                    "timings_ms": {"total": 3},
+                },
+            )
         if path == "/__harness/feedback":
             with LOCK:
                 return self.send_json(200, STATE["feedback"])
@@ -153,7 +168,10 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 return self.send_json(200, STATE["asks"])
         if path == "/":
-            body = b'<!doctype html><title>harness</title><a href="/material/">material</a> <a href="/mkdocs/">mkdocs</a>'
+            body = (
+                b'<!doctype html><title>harness</title><a href="/material/">material</a> '
+                b'<a href="/mkdocs/">mkdocs</a>'
+            )
             return self.send(200, body, "text/html; charset=utf-8")
         return self.serve_site(path, url.query)
 
@@ -168,7 +186,7 @@ class Handler(BaseHTTPRequestHandler):
         if rel.startswith(".."):
             return self.send(404, b"not found", "text/plain")
         if rel.startswith("assets/anchored/"):
-            file = ASSETS / rel[len("assets/anchored/"):]
+            file = ASSETS / rel[len("assets/anchored/") :]
         else:
             file = site / ("" if rel == "." else rel)
             if file.is_dir():
@@ -191,7 +209,9 @@ class Handler(BaseHTTPRequestHandler):
             raw = parse_qs(query).get("harness-config", [""])[0]
             if raw:
                 overrides = json.loads(raw)
-            html = body.decode("utf-8").replace("</head>", widget_tags(root, page, overrides) + "</head>", 1)
+            html = body.decode("utf-8").replace(
+                "</head>", widget_tags(root, page, overrides) + "</head>", 1
+            )
             body = html.encode("utf-8")
             ctype = "text/html; charset=utf-8"
         self.send(200, body, ctype)
@@ -206,14 +226,28 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["asks"].clear()
             return self.send_json(200, {"ok": True})
         if path == "/v1/feedback":
-            if not isinstance(data, dict) or data.get("rating") not in ("up", "down") or not data.get("answer_id"):
-                return self.send_json(400, {"error": {"code": "bad_request", "message": "answer_id and rating are required"}})
+            if (
+                not isinstance(data, dict)
+                or data.get("rating") not in ("up", "down")
+                or not data.get("answer_id")
+            ):
+                return self.send_json(
+                    400,
+                    {
+                        "error": {
+                            "code": "bad_request",
+                            "message": "answer_id and rating are required",
+                        }
+                    },
+                )
             with LOCK:
                 STATE["feedback"].append(data)
             return self.send_json(200, {"ok": True})
         if path == "/v1/ask":
             if not isinstance(data, dict) or not str(data.get("question") or "").strip():
-                return self.send_json(400, {"error": {"code": "bad_request", "message": "question is required"}})
+                return self.send_json(
+                    400, {"error": {"code": "bad_request", "message": "question is required"}}
+                )
             with LOCK:
                 STATE["asks"].append(data)
             question = str(data["question"])
@@ -240,10 +274,8 @@ def main() -> None:
         server.daemon_threads = True
         server.verbose = args.verbose  # type: ignore[attr-defined]
         print(f"READY http://{args.host}:{server.server_address[1]}", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             server.serve_forever()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":
