@@ -699,3 +699,23 @@ def test_no_aws_credential_in_logs_or_responses_with_bedrock(
         for text in (first.text, second.text, str(first.headers), logged):
             assert value not in text
             assert value[:24] not in text
+
+
+def test_the_log_filter_masks_secrets_not_placeholders(caplog: pytest.LogCaptureFixture) -> None:
+    from anchored_query import logsafe
+
+    key = "sk-" + uuid.uuid4().hex
+    logsafe.protect(key, "testing")  # "testing": moto's credentials, not a secret
+    caplog.set_level(logging.INFO)
+    log = logging.getLogger("botocore.endpoint")
+    log.info("headers=%s", {"X-Amz-Security-Token": b"IQoJunknown/token+value=="})
+    log.info("sent %s while testing", key)
+    try:
+        raise ValueError(f"provider said: bad key {key}")
+    except ValueError:
+        log.exception("failed")
+    text = _everything_logged(caplog) + "".join(r.exc_text or "" for r in caplog.records)
+    assert key not in text and "IQoJunknown" not in text
+    assert "while testing" in text
+    assert logsafe.without_secrets(f"Your key is {key}.") == "Your key is [REDACTED]."
+    assert logsafe.without_secrets("token: abc is documented") == "token: abc is documented"

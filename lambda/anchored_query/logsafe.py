@@ -20,7 +20,9 @@ from typing import Any
 from anchored_query.errors import redact
 
 _AWS_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_MIN_SECRET_CHARS = 6  # shorter "secrets" would mask ordinary words
+# Shorter values are not secrets but placeholders ("testing", "ollama") that would mask
+# ordinary words everywhere; real keys, key ids and tokens are 20 characters or more.
+_MIN_SECRET_CHARS = 12
 _PATTERNS = (
     # botocore's request repr and canonical request: 'X-Amz-Security-Token': b'...'
     re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*b?['\"]?)[^'\"\s,}]+"),
