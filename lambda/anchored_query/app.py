@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -141,8 +142,6 @@ def create_app(
     async def ask(request: Request) -> Response:
         limited(request)
         ask_request = parse_ask(await body_of(request), settings)
-        from starlette.concurrency import run_in_threadpool
-
         return JSONResponse(await run_in_threadpool(engine.ask, ask_request))
 
     async def search(request: Request) -> Response:
@@ -150,15 +149,11 @@ def create_app(
         query, k = parse_search(
             request.query_params.get("q"), request.query_params.get("k"), settings
         )
-        from starlette.concurrency import run_in_threadpool
-
         return JSONResponse(await run_in_threadpool(engine.search, query, k))
 
     async def post_feedback(request: Request) -> Response:
         limited(request)
         item = parse_feedback(await body_of(request))
-        from starlette.concurrency import run_in_threadpool
-
         loaded = engine._loaded
         build_id = loaded.index.build_id if loaded else ""
         try:
@@ -171,8 +166,6 @@ def create_app(
         return JSONResponse({"stored": True, "id": key.rsplit("/", 1)[-1].removesuffix(".json")})
 
     async def health(request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
         return JSONResponse(await run_in_threadpool(engine.health))
 
     async def on_query_error(request: Request, exc: Exception) -> Response:
