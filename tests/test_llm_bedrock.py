@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import botocore.retries.standard
 import pytest
 from anchored_query.errors import LLMError
-from anchored_query.llm import BedrockClient, ChatMessage, LLMClient
+from anchored_query.llm import BedrockClient, ChatMessage, Completion, LLMClient
 from anchored_query.llm.bedrock import converse_messages
 from fakes import (
     Disconnect,
@@ -83,7 +83,7 @@ def test_reply_is_returned_and_request_is_a_converse_call(
 ) -> None:
     srv.script(Reply(" Add `anchored` to plugins [1].\n"))
 
-    answer = client.complete(MESSAGES, max_tokens=300, temperature=0.2)
+    answer = client.complete(MESSAGES, max_tokens=300, temperature=0.2).text
 
     assert answer == "Add `anchored` to plugins [1]."
     assert isinstance(client, LLMClient)
@@ -114,7 +114,7 @@ def test_history_becomes_alternating_turns(srv: FakeBedrockServer, client: Bedro
         ChatMessage("user", "Follow-up question"),
         ChatMessage("user", "   "),
     ]
-    assert client.complete(messages) == "Context passages\n\nFollow-up question"
+    assert client.complete(messages).text == "Context passages\n\nFollow-up question"
     assert [m["role"] for m in srv.last.body["messages"]] == ["user", "assistant", "user"]
     assert srv.last.system == "Rules."
 
@@ -133,7 +133,7 @@ def test_timeout_then_retry_succeeds(srv: FakeBedrockServer) -> None:
     srv.script(Sleep(3.0, Reply("too late")), Reply("second try"))
     with BedrockClient(MODEL, "us-east-1", srv.url, timeout_s=0.3) as llm:
         started = time.monotonic()
-        assert llm.complete(MESSAGES) == "second try"
+        assert llm.complete(MESSAGES).text == "second try"
     assert len(srv.requests) == 2
     assert time.monotonic() - started < 2.0
 
@@ -156,12 +156,16 @@ def test_per_call_timeout_gets_its_own_client(
         client.complete(MESSAGES, timeout_s=0.2)
     assert info.value.category == "timeout"
     assert time.monotonic() - started < 2.0
-    assert client.complete(MESSAGES) == FakeBedrockServer.default_reply  # default timeout again
+    assert (
+        client.complete(MESSAGES).text == FakeBedrockServer.default_reply
+    )  # default timeout again
 
 
 def test_a_few_timeouts_share_a_few_clients(srv: FakeBedrockServer, client: BedrockClient) -> None:
     for timeout_s in (1.0, 1.01, 1.5, 2.0, 2.5, 3.0, 3.5):
-        assert client.complete(MESSAGES, timeout_s=timeout_s) == FakeBedrockServer.default_reply
+        assert (
+            client.complete(MESSAGES, timeout_s=timeout_s).text == FakeBedrockServer.default_reply
+        )
     assert len(client._clients) == 4  # 1.0 and 1.01 share one; the oldest are dropped
 
 
@@ -178,7 +182,7 @@ def test_two_5xx_raise_http_5xx_after_exactly_two_requests(
 
 def test_5xx_then_success(srv: FakeBedrockServer, client: BedrockClient) -> None:
     srv.script(Status(503), Reply("fine now"))
-    assert client.complete(MESSAGES) == "fine now"
+    assert client.complete(MESSAGES).text == "fine now"
     assert len(srv.requests) == 2
 
 
@@ -194,7 +198,7 @@ def test_throttling_twice_raises_rate_limited(
 
 def test_throttling_then_success(srv: FakeBedrockServer, client: BedrockClient) -> None:
     srv.script(Status(429, retry_after=0.05), Reply("ok"))
-    assert client.complete(MESSAGES) == "ok"
+    assert client.complete(MESSAGES).text == "ok"
     assert len(srv.requests) == 2
 
 
@@ -207,7 +211,7 @@ def test_no_retry_when_max_retries_is_zero(srv: FakeBedrockServer) -> None:
 
 def test_disconnect_is_retried(srv: FakeBedrockServer, client: BedrockClient) -> None:
     srv.script(Disconnect(), Reply("reconnected"))
-    assert client.complete(MESSAGES) == "reconnected"
+    assert client.complete(MESSAGES).text == "reconnected"
     assert len(srv.requests) == 2
 
 
@@ -322,3 +326,23 @@ def test_constructor_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="timeout_s"):
         BedrockClient(MODEL, "us-east-1", timeout_s=0)
     assert "secret" not in repr(BedrockClient(MODEL, "us-east-1"))
+
+
+def test_usage_and_stop_reason_are_reported(srv: FakeBedrockServer, client: BedrockClient) -> None:
+    srv.script(Reply("Cut off mid", finish_reason="length", usage=(1234, 56)))
+    completion = client.complete(MESSAGES)
+    assert completion == Completion("Cut off mid", 1234, 56, "length")
+    assert completion.truncated
+    srv.script(Reply("Done [1]."))
+    done = client.complete(MESSAGES)
+    assert done.finish_reason == "stop"
+    assert done.input_tokens is not None and done.input_tokens > 0
+
+
+def test_unclosed_reasoning_block_is_truncated(
+    srv: FakeBedrockServer, client: BedrockClient
+) -> None:
+    srv.script(Reply("<think>still thinking when the tokens ran out", finish_reason="length"))
+    with pytest.raises(LLMError) as caught:
+        client.complete(MESSAGES)
+    assert caught.value.category == "truncated"

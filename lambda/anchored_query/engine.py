@@ -328,7 +328,7 @@ class Engine:
         except LLMError as exc:
             log.info("query rewrite skipped: %s", exc.category)
             return []
-        return parse_rewrites(reply)[:4]
+        return parse_rewrites(reply.text)[:4]
 
     def _answer_llm(
         self, request: AskRequest, passages: list[Passage], loaded: Loaded
@@ -342,10 +342,13 @@ class Engine:
             site_name=self.settings.site_name,
             scope_note=scope_note,
         )
-        reply = self.llm.complete(
+        completion = self.llm.complete(
             [ChatMessage(m.role, m.content) for m in messages],
             timeout_s=self.settings.llm_timeout_s,
         )
+        if completion.truncated:
+            raise LLMError("truncated", "reply cut at the token limit", provider=self.llm.name)
+        reply = completion.text
         # A proxy that echoes the request into its answer must not hand the key to readers.
         reply = logsafe.without_secrets(reply)
         by_n = {p.n: p for p in passages}

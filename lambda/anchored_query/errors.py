@@ -21,6 +21,8 @@ LLMErrorCategory = Literal[
     "malformed",  # the answer is not the wire format (bad JSON, missing fields, too large)
     "empty",  # a well-formed answer with no text in it
     "refused",  # the model or a content filter / guardrail declined to answer
+    "truncated",  # the reply was cut at the token limit, or a reasoning block never closed
+    "budget",  # the owner's spend cap is reached (no call was made)
     "unexpected",  # anything else the SDK raised
 ]
 LLM_ERROR_CATEGORIES: frozenset[str] = frozenset(get_args(LLMErrorCategory))
@@ -116,8 +118,10 @@ class LLMError(Exception):
 
     @property
     def http_status(self) -> int:
-        """The status the API answers with when no fallback is allowed: 504 or 502."""
-        return 504 if self.category == "timeout" else 502
+        """The status the API answers with when no fallback is allowed: 504, 503 or 502."""
+        if self.category == "timeout":
+            return 504
+        return 503 if self.category == "budget" else 502
 
 
 def _rebuild_llm_error(

@@ -146,8 +146,11 @@ class InstantLLM:
 
     name = "instant"
 
-    def complete(self, messages: Any, **_: Any) -> str:
-        return "Rewritten question\nThe first passage answers it [1]. The second adds to it [2]."
+    def complete(self, messages: Any, **_: Any) -> Any:
+        from anchored_query.llm import Completion
+
+        text = "Rewritten question\nThe first passage answers it [1]. The second adds to it [2]."
+        return Completion(text, None, None, "stop")
 
 
 def measure(index: Path, queries: list[str]) -> dict[str, float]:

@@ -85,9 +85,16 @@ ReplyText = str | Callable[[RecordedRequest], str]
 
 @dataclass(frozen=True)
 class Reply:
-    """Answer with ``text``, or with ``text(request)`` when it is callable."""
+    """Answer with ``text``, or with ``text(request)`` when it is callable.
+
+    ``finish_reason`` is sent in the OpenAI vocabulary ("stop", "length"; the
+    Bedrock fake maps "length" to ``max_tokens``); ``usage`` is (input, output)
+    tokens to report instead of the default word counts.
+    """
 
     text: ReplyText
+    finish_reason: str = "stop"
+    usage: tuple[int, int] | None = None
 
     def render(self, request: RecordedRequest) -> str:
         """The reply text for ``request``."""

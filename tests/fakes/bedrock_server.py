@@ -167,9 +167,22 @@ class FakeBedrockServer(FakeServer):
             handler.send_body(200, _dump(body), headers)
         elif isinstance(behaviour, Reply):
             blocks = [{"text": behaviour.render(request)}]
-            handler.send_body(200, _dump(_converse(request, blocks, "end_turn")), headers)
+            stop = _STOP_REASONS.get(behaviour.finish_reason, behaviour.finish_reason)
+            body = _converse(request, blocks, stop)
+            if behaviour.usage is not None:
+                inputs, outputs = behaviour.usage
+                body["usage"] = {
+                    "inputTokens": inputs,
+                    "outputTokens": outputs,
+                    "totalTokens": inputs + outputs,
+                }
+            handler.send_body(200, _dump(body), headers)
         else:  # pragma: no cover - Sleep and Disconnect are handled by the base
             raise TypeError(f"unexpected behaviour {behaviour!r}")
+
+
+# Reply.finish_reason (OpenAI words) as Converse stopReason.
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens"}
 
 
 def _is_text_block(block: Any) -> bool:

@@ -117,7 +117,17 @@ class FakeOpenAIServer(FakeServer):
             body["choices"][0]["message"]["refusal"] = behaviour.text
             handler.send_body(200, _dump(body))
         elif isinstance(behaviour, Reply):
-            handler.send_body(200, _dump(self._completion(request, behaviour.render(request))))
+            body = self._completion(
+                request, behaviour.render(request), finish_reason=behaviour.finish_reason
+            )
+            if behaviour.usage is not None:
+                prompt_tokens, completion_tokens = behaviour.usage
+                body["usage"] = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                }
+            handler.send_body(200, _dump(body))
         else:  # pragma: no cover - Sleep and Disconnect are handled by the base
             raise TypeError(f"unexpected behaviour {behaviour!r}")
 

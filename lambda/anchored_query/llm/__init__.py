@@ -1,4 +1,4 @@
-"""Language-model clients behind one contract: ``complete(messages) -> str``.
+"""Language-model clients behind one contract: ``complete(messages) -> Completion``.
 
 >>> client = make_client("openai", base_url="http://127.0.0.1:11434/v1", model="qwen3")
 >>> client.name
@@ -11,13 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from anchored_query.llm.base import ChatMessage, LLMClient
+from anchored_query.llm.base import ChatMessage, Completion, LLMClient
 
 if TYPE_CHECKING:
     from anchored_query.llm.bedrock import BedrockClient
     from anchored_query.llm.openai_compat import OpenAICompatClient
 
-__all__ = ["BedrockClient", "ChatMessage", "LLMClient", "OpenAICompatClient", "make_client"]
+__all__ = [
+    "BedrockClient",
+    "ChatMessage",
+    "Completion",
+    "LLMClient",
+    "OpenAICompatClient",
+    "make_client",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -29,14 +29,37 @@ class ChatMessage:
             raise TypeError(f"content must be a str, got {type(self.content).__name__}")
 
 
+@dataclass(frozen=True)
+class Completion:
+    """What a model answered: the text and what the provider reported about it.
+
+    ``text`` is never empty (reasoning blocks removed). ``input_tokens`` and
+    ``output_tokens`` are the provider's usage figures (``None`` when it sent
+    none); ``finish_reason`` is the provider's own word for why the reply ended,
+    normalised to the OpenAI vocabulary where one exists: "stop", "length"
+    (cut at ``max_tokens``), "content_filter", "tool_calls"; ``None`` if unknown.
+    """
+
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the reply was cut at the token limit."""
+        return self.finish_reason == "length"
+
+
 @runtime_checkable
 class LLMClient(Protocol):
     """A language model that completes a chat with text.
 
-    ``complete`` blocks (run it in a thread pool from async code), returns the
-    answer text (never empty) and raises :class:`anchored_query.errors.LLMError`
-    on any provider failure, after its own retries. ``timeout_s`` limits each
-    attempt; ``None`` means the client's default.
+    ``complete`` blocks (run it in a thread pool from async code), returns a
+    :class:`Completion` (its text never empty) and raises
+    :class:`anchored_query.errors.LLMError` on any provider failure, after its
+    own retries. ``timeout_s`` limits each attempt; ``None`` means the client's
+    default.
     """
 
     name: str
@@ -48,8 +71,8 @@ class LLMClient(Protocol):
         max_tokens: int = 1024,
         temperature: float = 0.0,
         timeout_s: float | None = None,
-    ) -> str:
-        """Answer the chat ``messages`` with text."""
+    ) -> Completion:
+        """Answer the chat ``messages``."""
         ...
 
 
@@ -71,13 +94,61 @@ def check_timeout(timeout_s: float, what: str = "timeout_s") -> float:
     return value
 
 
-_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+def usage_int(value: object) -> int | None:
+    """A token count from a provider's usage object, or None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+# Reasoning blocks that models served by Ollama / vLLM / llama.cpp / gpt-oss put in
+# the text: <think>…</think>, <thinking>…</thinking>, <reasoning>…</reasoning> and the
+# harmony format's <|channel|>analysis<|message|>…<|end|>.
+_REASONING_BLOCK = re.compile(
+    r"<(think|thinking|reasoning)>.*?</\1>"
+    r"|<\|channel\|>\s*(?:analysis|commentary)\b.*?(?:<\|end\|>|(?=<\|channel\|>))",
+    re.DOTALL | re.IGNORECASE,
+)
+# A closing tag with no opening one: the chat template pre-filled "<think>".
+_PREFILLED_CLOSE = re.compile(r"^.*?</(think|thinking|reasoning)>", re.DOTALL | re.IGNORECASE)
+_UNCLOSED_OPEN = re.compile(
+    r"<(think|thinking|reasoning)>|<\|channel\|>\s*(?:analysis|commentary)\b", re.IGNORECASE
+)
+_HARMONY_FINAL = re.compile(r"<\|channel\|>\s*final\s*<\|message\|>", re.IGNORECASE)
+_HARMONY_TOKEN = re.compile(r"<\|(?:start|end|return|message|channel|constrain)\|>")
+
+
+class UnclosedReasoning(ValueError):
+    """The reply opens a reasoning block and never closes it (cut at the token limit)."""
 
 
 def strip_reasoning(text: str) -> str:
-    """Drop a leading ``<think>…</think>`` block that reasoning models served by
-    Ollama / vLLM / llama.cpp put before the answer."""
-    return _THINK_BLOCK.sub("", text, count=1)
+    """The reply without its reasoning blocks, wherever they appear.
+
+    Removes every closed ``<think>``/``<thinking>``/``<reasoning>`` block and
+    harmony ``analysis``/``commentary`` channels, a leading run that ends in a
+    closing tag (a template that pre-filled ``<think>``), and the harmony
+    tokens around a ``final`` channel. Raises :class:`UnclosedReasoning` when a
+    block is opened and never closed: what follows the opening is reasoning, and
+    there is no answer to show.
+    """
+    text = _PREFILLED_CLOSE.sub("", text, count=1) if _starts_inside(text) else text
+    text = _REASONING_BLOCK.sub("", text)
+    if _UNCLOSED_OPEN.search(text):
+        raise UnclosedReasoning("a reasoning block is never closed")
+    final = _HARMONY_FINAL.search(text)
+    if final is not None:
+        text = text[final.end() :]
+    return _HARMONY_TOKEN.sub("", text)
+
+
+def _starts_inside(text: str) -> bool:
+    """Whether a closing reasoning tag comes before any opening one."""
+    close = re.search(r"</(think|thinking|reasoning)>", text, re.IGNORECASE)
+    if close is None:
+        return False
+    opened = re.search(r"<(think|thinking|reasoning)>", text[: close.start()], re.IGNORECASE)
+    return opened is None
 
 
 def retry_after_s(headers: Mapping[str, str], *, now: float | None = None) -> float | None:

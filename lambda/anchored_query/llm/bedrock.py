@@ -37,7 +37,15 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from anchored_query.errors import LLMError, LLMErrorCategory, redact
-from anchored_query.llm.base import ChatMessage, check_request, check_timeout, strip_reasoning
+from anchored_query.llm.base import (
+    ChatMessage,
+    Completion,
+    UnclosedReasoning,
+    check_request,
+    check_timeout,
+    strip_reasoning,
+    usage_int,
+)
 
 # Error codes of the Converse API (and of AWS in general) by category.
 _CODE_CATEGORIES: dict[str, LLMErrorCategory] = {
@@ -59,6 +67,14 @@ _CODE_CATEGORIES: dict[str, LLMErrorCategory] = {
     "MissingAuthenticationTokenException": "auth",
 }
 _REFUSED_STOPS = frozenset(("guardrail_intervened", "content_filtered"))
+# Converse stopReason in the OpenAI vocabulary (Completion.finish_reason).
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+}
 _MAX_CLIENTS = 4
 
 
@@ -164,8 +180,8 @@ class BedrockClient:
         max_tokens: int = 1024,
         temperature: float = 0.0,
         timeout_s: float | None = None,
-    ) -> str:
-        """Send the chat through Converse and return the answer text; raise LLMError on failure."""
+    ) -> Completion:
+        """Send the chat through Converse and return the answer; raise LLMError on failure."""
         check_request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
         request: dict[str, Any] = {
@@ -222,7 +238,7 @@ class BedrockClient:
         detail = redact(detail, *self._secrets())
         return LLMError(category, detail, provider=self.name, status=status)
 
-    def _text(self, response: Any) -> str:
+    def _text(self, response: Any) -> Completion:
         stop = response.get("stopReason") if isinstance(response, dict) else None
         if stop in _REFUSED_STOPS:
             raise LLMError("refused", f"stopReason={stop}", provider=self.name)
@@ -239,10 +255,24 @@ class BedrockClient:
         texts = [
             b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
         ]
-        text = strip_reasoning("".join(texts)).strip()
+        try:
+            text = strip_reasoning("".join(texts)).strip()
+        except UnclosedReasoning:
+            raise LLMError(
+                "truncated",
+                f"reasoning block never closed (stopReason={stop!r})",
+                provider=self.name,
+            ) from None
         if not text:
             raise LLMError("empty", f"no text (stopReason={stop!r})", provider=self.name)
-        return text
+        usage = response.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return Completion(
+            text=text,
+            input_tokens=usage_int(usage.get("inputTokens")),
+            output_tokens=usage_int(usage.get("outputTokens")),
+            finish_reason=_FINISH.get(stop, stop) if isinstance(stop, str) else None,
+        )
 
 
 def _environment_region() -> str:

@@ -23,11 +23,14 @@ import httpx
 from anchored_query.errors import LLMError, LLMErrorCategory, redact
 from anchored_query.llm.base import (
     ChatMessage,
+    Completion,
+    UnclosedReasoning,
     backoff_s,
     check_request,
     check_timeout,
     retry_after_s,
     strip_reasoning,
+    usage_int,
 )
 
 logger = logging.getLogger(__name__)
@@ -123,8 +126,8 @@ class OpenAICompatClient:
         max_tokens: int = 1024,
         temperature: float = 0.0,
         timeout_s: float | None = None,
-    ) -> str:
-        """Send the chat and return the answer text; raise LLMError when the provider fails."""
+    ) -> Completion:
+        """Send the chat and return the answer; raise LLMError when the provider fails."""
         check_request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
         body: dict[str, Any] = {
@@ -169,7 +172,7 @@ class OpenAICompatClient:
     ) -> LLMError:
         return LLMError(category, redact(detail, self._api_key), provider=self.name, status=status)
 
-    def _attempt(self, body: dict[str, Any], timeout_s: float) -> str:
+    def _attempt(self, body: dict[str, Any], timeout_s: float) -> Completion:
         timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
         deadline = time.monotonic() + timeout_s
         try:
@@ -220,7 +223,7 @@ class OpenAICompatClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _parse(self, raw: bytes, status: int) -> str:
+    def _parse(self, raw: bytes, status: int) -> Completion:
         try:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
@@ -248,10 +251,21 @@ class OpenAICompatClient:
             content = ""
         if not isinstance(content, str):
             raise self._error("malformed", f"content is a {type(content).__name__}", status)
-        text = strip_reasoning(content).strip()
+        try:
+            text = strip_reasoning(content).strip()
+        except UnclosedReasoning:
+            raise self._error(
+                "truncated", f"reasoning block never closed (finish_reason={finish!r})", status
+            ) from None
         if not text:
             raise self._error("empty", f"no text (finish_reason={finish!r})", status)
-        return text
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return Completion(
+            text=text,
+            input_tokens=usage_int(usage.get("prompt_tokens")),
+            output_tokens=usage_int(usage.get("completion_tokens")),
+            finish_reason=finish if isinstance(finish, str) else None,
+        )
 
 
 @functools.cache
