@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 LLMProvider = Literal["none", "openai", "bedrock"]
 
@@ -73,6 +73,17 @@ class Settings:
     max_passages: int = 200
     site_name: str = ""
     worker_threads: int = 0  # requests worked on at once; 0: 100 with an LLM, else 40
+    # Spend cap, rate limits across instances, the key from a secret (budget.py,
+    # ratelimit.py, shared_state.py, secrets.py). 0 = no cap.
+    shared_state: str = ""  # "" / memory, dynamodb:TABLE, file:PATH
+    rate_limit_ipv6_prefix: int = 64
+    budget_tokens_per_day: int = 0
+    budget_tokens_per_hour: int = 0
+    budget_usd_per_day: float = 0.0
+    budget_usd_per_hour: float = 0.0
+    llm_price_input_per_mtok: float = 0.0  # USD per million input tokens
+    llm_price_output_per_mtok: float = 0.0
+    llm_api_key_secret: str = ""  # a Secrets Manager secret or SSM parameter ARN
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -120,4 +131,45 @@ class Settings:
             max_passages=_int(env, "ANCHORED_MAX_PASSAGES", 200, 5, 1000),
             site_name=_get(env, "ANCHORED_SITE_NAME", ""),
             worker_threads=_int(env, "ANCHORED_WORKER_THREADS", 0, 0, 1000),
+            **_spend_and_limits(env),
         )
+
+
+def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
+    """The spend cap, shared state, client networks and API key secret settings."""
+    state = _get(env, "ANCHORED_SHARED_STATE", "")
+    kind, _, rest = state.partition(":")
+    if state not in ("", "memory") and not (kind in ("dynamodb", "file") and rest):
+        raise SettingsError(
+            f"ANCHORED_SHARED_STATE must be memory, dynamodb:TABLE or file:PATH, got {state!r}"
+        )
+    big = 10**12
+    values: dict[str, Any] = {
+        "shared_state": state,
+        "rate_limit_ipv6_prefix": _int(env, "ANCHORED_RATE_LIMIT_IPV6_PREFIX", 64, 32, 128),
+        "budget_tokens_per_day": _int(env, "ANCHORED_BUDGET_TOKENS_PER_DAY", 0, 0, big),
+        "budget_tokens_per_hour": _int(env, "ANCHORED_BUDGET_TOKENS_PER_HOUR", 0, 0, big),
+        "budget_usd_per_day": _float(env, "ANCHORED_BUDGET_USD_PER_DAY", 0.0, 0.0, 1e9),
+        "budget_usd_per_hour": _float(env, "ANCHORED_BUDGET_USD_PER_HOUR", 0.0, 0.0, 1e9),
+        "llm_price_input_per_mtok": _float(env, "ANCHORED_LLM_PRICE_INPUT_PER_MTOK", 0.0, 0.0, 1e6),
+        "llm_price_output_per_mtok": _float(
+            env, "ANCHORED_LLM_PRICE_OUTPUT_PER_MTOK", 0.0, 0.0, 1e6
+        ),
+        "llm_api_key_secret": _get(env, "ANCHORED_LLM_API_KEY_SECRET", ""),
+    }
+    money = values["budget_usd_per_day"] or values["budget_usd_per_hour"]
+    priced = values["llm_price_input_per_mtok"] or values["llm_price_output_per_mtok"]
+    if money and not priced:
+        raise SettingsError(
+            "ANCHORED_BUDGET_USD_PER_DAY/_PER_HOUR need the model's prices: set "
+            "ANCHORED_LLM_PRICE_INPUT_PER_MTOK and ANCHORED_LLM_PRICE_OUTPUT_PER_MTOK"
+        )
+    secret = str(values["llm_api_key_secret"])
+    if secret and not secret.startswith(("arn:", "ssm:", "secretsmanager:")):
+        raise SettingsError(
+            "ANCHORED_LLM_API_KEY_SECRET must be a Secrets Manager secret or SSM parameter "
+            f"ARN (or secretsmanager:NAME / ssm:NAME), got {secret!r}"
+        )
+    if secret and _get(env, "ANCHORED_LLM_API_KEY", ""):
+        raise SettingsError("set ANCHORED_LLM_API_KEY or ANCHORED_LLM_API_KEY_SECRET, not both")
+    return values
