@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from anchored_query.spelling import corrected
 from anchored_query.types import Passage
 from build_index.embedder import Embedder
 from build_index.index_format import Index
@@ -143,7 +144,8 @@ class Retriever:
                     ranking.query_vector = vector
                 fused += _max_normalised(dense)
             if "bm25" in retrievers:
-                fused += _max_normalised(self.index.bm25.score(tokenize(text)))
+                terms = corrected(self.index.bm25, tokenize(text))  # typos: the index's spelling
+                fused += _max_normalised(self.index.bm25.score(terms))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))
             last = fused
         if len(rankings) == 1 and last is not None:

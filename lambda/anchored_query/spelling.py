@@ -1,0 +1,127 @@
+"""Spelling correction of query terms against the index's own BM25 vocabulary.
+
+A reader who types "confgure the plaeholder" gets BM25 terms (``confgur``,
+``plaehold``) that no chunk has, so the lexical half of retrieval finds
+nothing. :func:`corrected` adds, for each such term, the vocabulary term of
+the index closest to it by edit distance (optimal string alignment: an
+insertion, deletion, substitution or swap of neighbours counts one), the most
+frequent one among equally close ones. Only terms the index does not know
+are corrected, only plain words of at least :data:`MIN_LENGTH` letters, and
+at most one edit for words under :data:`TWO_EDITS_FROM` letters (two from
+there): a short word a few letters from a known one is as often another word
+as a typo.
+
+The vocabulary is the index's own, so the correction transfers to any site:
+nothing here knows English. Lookups use the symmetric-delete method
+(SymSpell): every vocabulary term is indexed under itself and each string one
+deletion away, as 64-bit hashes in one sorted numpy array (about 12 bytes per
+entry), built once per index on the first misspelt query.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from build_index.bm25 import BM25Index
+
+__all__ = ["MIN_LENGTH", "TWO_EDITS_FROM", "Speller", "corrected", "edit_distance"]
+
+MIN_LENGTH = 4
+TWO_EDITS_FROM = 9
+_WORD = re.compile(r"[a-z]+")
+
+_spellers: weakref.WeakKeyDictionary[BM25Index, Speller] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def corrected(bm25: BM25Index, terms: Sequence[str]) -> list[str]:
+    """``terms`` plus the index's spelling of each term it does not know (see the module)."""
+    if all(t in bm25.vocab for t in terms):
+        return list(terms)
+    with _lock:
+        speller = _spellers.get(bm25)
+        if speller is None:
+            speller = _spellers[bm25] = Speller(bm25)
+    return speller.correct(terms)
+
+
+class Speller:
+    """Nearest vocabulary terms of one BM25 index (see the module docstring)."""
+
+    def __init__(self, bm25: BM25Index) -> None:
+        self.vocab = bm25.vocab
+        indptr = np.asarray(bm25.indptr, dtype=np.int64)
+        self.df: npt.NDArray[np.int64] = indptr[1:] - indptr[:-1]
+        self.terms: list[str] = sorted(bm25.vocab, key=bm25.vocab.__getitem__)
+        keys: list[int] = []
+        ids: list[int] = []
+        for term, i in bm25.vocab.items():
+            if len(term) < MIN_LENGTH - 1 or not _WORD.fullmatch(term):
+                continue
+            for variant in _deletes(term):
+                keys.append(hash(variant))
+                ids.append(i)
+        key_array = np.array(keys, dtype=np.int64)
+        order = np.argsort(key_array, kind="stable")
+        self.keys = key_array[order]
+        self.ids = np.array(ids, dtype=np.int64)[order]
+
+    def correct(self, terms: Sequence[str]) -> list[str]:
+        out = list(terms)
+        for term in dict.fromkeys(terms):
+            if term in self.vocab or len(term) < MIN_LENGTH or not _WORD.fullmatch(term):
+                continue
+            best = self.nearest(term)
+            if best is not None:
+                out.append(best)
+        return out
+
+    def nearest(self, term: str) -> str | None:
+        """The closest known term within the allowed edits (ties: the most frequent)."""
+        allowed = 2 if len(term) >= TWO_EDITS_FROM else 1
+        hashes = np.array([hash(v) for v in _deletes(term)], dtype=np.int64)
+        lo = np.searchsorted(self.keys, hashes, side="left")
+        hi = np.searchsorted(self.keys, hashes, side="right")
+        candidates: set[int] = set()
+        for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+            candidates.update(self.ids[a:b].tolist())
+        best: tuple[int, int, str] | None = None
+        for i in candidates:
+            known = self.terms[i]
+            if abs(len(known) - len(term)) > allowed:
+                continue
+            distance = edit_distance(term, known)
+            if distance > allowed:
+                continue
+            key = (distance, -int(self.df[i]), known)
+            if best is None or key < best:
+                best = key
+        return best[2] if best is not None else None
+
+
+def _deletes(term: str) -> set[str]:
+    """``term`` and every string one deletion away from it."""
+    return {term, *(term[:i] + term[i + 1 :] for i in range(len(term)))}
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Optimal string alignment distance (Levenshtein plus swaps of neighbours)."""
+    if a == b:
+        return 0
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
