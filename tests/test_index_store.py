@@ -296,3 +296,43 @@ def test_a_real_index_round_trips_through_s3(s3: S3Bucket, tmp_path: Path) -> No
     path = _source(s3, tmp_path, Clock()).fetch()
     index = index_format.read_index(path)
     assert index.manifest["build_id"] == second.build_id
+
+
+def test_eviction_deletes_only_the_build_folders_the_cache_made(
+    s3: S3Bucket, tmp_path: Path
+) -> None:
+    """Folders without the cache's marker (feedback kept there, another tool's files, an
+    old build copied in by hand) survive any number of new builds; cached builds go."""
+    cache = tmp_path / "cache"
+    precious = {
+        "feedback/2026-01-01/1-abc.json": b'{"rating": "up"}',
+        "notes/readme.txt": b"mine",
+        "0123456789abcdef/manifest.json": b"{}",  # looks like a build, was not made here
+    }
+    for name, data in precious.items():
+        (cache / name).parent.mkdir(parents=True, exist_ok=True)
+        (cache / name).write_bytes(data)
+    clock = Clock()
+    _publish(s3, tmp_path, 1)
+    source = _source(s3, tmp_path, clock)
+    first = source.fetch()
+    assert (first / index_store.CACHE_MARKER).is_file()
+    for n in (2, 3, 4):
+        _publish(s3, tmp_path, n)
+        clock.now += 31
+        assert source.check_for_update() is not None
+    for name, data in precious.items():
+        assert (cache / name).read_bytes() == data, name
+    assert not first.exists()  # the cache's own old builds are still evicted
+    marked = [p for p in cache.iterdir() if (p / index_store.CACHE_MARKER).is_file()]
+    assert len(marked) == 2
+
+
+def test_a_foreign_folder_named_like_the_build_is_not_adopted(s3: S3Bucket, tmp_path: Path) -> None:
+    build_id = _publish(s3, tmp_path, 1)
+    foreign = tmp_path / "cache" / build_id
+    foreign.mkdir(parents=True)
+    (foreign / "mine.txt").write_bytes(b"mine")
+    with pytest.raises(IndexStoreError, match="did not write"):
+        _source(s3, tmp_path, Clock()).fetch()
+    assert (foreign / "mine.txt").read_bytes() == b"mine"

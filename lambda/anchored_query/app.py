@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
-from anchored_query.feedback import FeedbackStore, feedback_store
+from anchored_query.feedback import FeedbackStore, default_feedback_dir, feedback_store
 from anchored_query.settings import Settings
 from anchored_query.validation import parse_ask, parse_feedback, parse_json_body, parse_search
 
@@ -107,7 +107,7 @@ def create_app(
     """The ASGI app. ``site_dir`` also serves a built site (``anchored serve``)."""
     settings = settings or Settings.from_env()
     engine = engine or Engine(settings)
-    store = feedback or feedback_store(settings.feedback, Path(settings.cache_dir) / "feedback")
+    store = feedback or feedback_store(settings.feedback, default_feedback_dir(settings.cache_dir))
     limiter = RateLimiter(settings.rate_limit_per_min)
 
     def client_of(request: Request) -> str:

@@ -74,6 +74,13 @@ class S3FeedbackStore:
         return key
 
 
+def default_feedback_dir(cache_dir: str | Path) -> Path:
+    """Where feedback goes when ``ANCHORED_FEEDBACK`` is unset: beside the index cache,
+    never inside it (``/tmp/anchored`` -> ``/tmp/anchored-feedback``)."""
+    cache = Path(cache_dir)
+    return cache.with_name(cache.name + "-feedback")
+
+
 def feedback_store(location: str, default_dir: Path) -> FeedbackStore:
     """The store for a setting: ``s3://bucket/prefix``, a folder, or ``default_dir``."""
     if location.startswith("s3://"):

@@ -63,6 +63,10 @@ _TRANSIENT_CODES = {
     "Throttling",
     "ThrottlingException",
 }
+# Written into every build folder the cache creates, before anything else: eviction
+# deletes only folders that carry it, so nothing else kept under the cache directory
+# (feedback, another tool's files) is ever removed.
+CACHE_MARKER = ".anchored-cache-build"
 _SPACE_MARGIN = 16 * 1024 * 1024  # leave some room in /tmp for everything else
 _DOWNLOAD_THREADS = 8
 
@@ -341,7 +345,7 @@ class S3IndexSource(IndexSource):
                     f"current.json names {pointer.build_id}; publish the index again"
                 )
             self._evict(keep={pointer.build_id, *([self.build_id] if self.build_id else [])})
-            build_dir.mkdir(parents=True, exist_ok=True)
+            _make_build_dir(build_dir, pointer.build_id)
             missing = {
                 name: entry
                 for name, entry in manifest.files.items()
@@ -490,12 +494,20 @@ class S3IndexSource(IndexSource):
         return found
 
     def _cached_builds(self) -> list[Path]:
+        """The build folders this cache created (named by their build id, with the marker)."""
         if not self.cache_dir.is_dir():
             return []
-        return [p for p in self.cache_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        return [
+            p
+            for p in self.cache_dir.iterdir()
+            if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and _is_marked(p)
+        ]
 
     def _evict(self, keep: set[str]) -> None:
-        """Delete cached builds other than ``keep`` (so at most ``max_cached_builds`` remain)."""
+        """Delete cached builds other than ``keep`` (so at most ``max_cached_builds`` remain).
+
+        Only folders the cache created itself (:data:`CACHE_MARKER`) are candidates.
+        """
         builds = sorted(self._cached_builds(), key=lambda p: p.stat().st_mtime, reverse=True)
         room = self.max_cached_builds - len(keep)
         for build_dir in builds:
@@ -554,6 +566,25 @@ def _wait_for_prefetch(location: str, cache_dir: Path) -> None:
         thread.join()
         with _prefetches_lock:
             _prefetches.pop((location, cache_dir), None)
+
+
+def _make_build_dir(build_dir: Path, build_id: str) -> None:
+    """Create (or adopt, when it is the cache's own) the folder of one cached build."""
+    if build_dir.is_symlink() or (build_dir.exists() and not build_dir.is_dir()):
+        raise IndexStoreError(f"{build_dir} is in the way of the index cache; remove it")
+    if build_dir.is_dir() and not _is_marked(build_dir) and any(build_dir.iterdir()):
+        raise IndexStoreError(
+            f"{build_dir} holds files the index cache did not write; move them away or "
+            "set ANCHORED_CACHE_DIR to a folder of its own"
+        )
+    build_dir.mkdir(parents=True, exist_ok=True)
+    marker = build_dir / CACHE_MARKER
+    if not marker.is_file():
+        _write_atomic(marker, f"anchored index cache: build {build_id}\n".encode())
+
+
+def _is_marked(build_dir: Path) -> bool:
+    return (build_dir / CACHE_MARKER).is_file()
 
 
 def _has(path: Path, size: int) -> bool:
