@@ -9,5 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e '.[serve]'
+# setuptools announces every editable install of a package-dir layout with a notice
+# ("Editable installation … be careful with folders …"); nothing is wrong, so hide it.
+PYTHONWARNINGS="ignore:Editable installation" python -m pip install --quiet -e '.[serve]'
 exec anchored serve -f mkdocs.yml "$@"

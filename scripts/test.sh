@@ -10,7 +10,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-python -m pip install --quiet -e '.[dev]'
+# setuptools announces every editable install of a package-dir layout with a notice
+# ("Editable installation … be careful with folders …"); nothing is wrong, so hide it.
+PYTHONWARNINGS="ignore:Editable installation" python -m pip install --quiet -e '.[dev]'
 
 # A real headless Chromium for the ask-box tests (Debian's package; Playwright's
 # own browser download is not used).
