@@ -1,6 +1,7 @@
 // Shared setup for the browser tests: one Chromium per test file, pages on the server
 // named by ANCHORED_TEST_URL (the harness, or later `anchored serve`).
 import { readFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -16,7 +17,8 @@ export const INSTANT_SITE = process.env.ANCHORED_TEST_INSTANT_SITE ?? '/instant/
 export const PAGE = process.env.ANCHORED_TEST_PAGE ?? 'user-guide/configuration/';
 export const OTHER = process.env.ANCHORED_TEST_OTHER_PAGE ?? 'about/';
 export const FIXTURES = JSON.parse(readFileSync(join(HERE, 'fixtures.json'), 'utf8'));
-export const SHOTS = join(HERE, 'screenshots');
+/** Screenshots go to a temp folder unless ANCHORED_SCREENSHOTS names one (e.g. site/images). */
+export const SHOTS = process.env.ANCHORED_SCREENSHOTS || join(tmpdir(), 'anchored-screenshots');
 mkdirSync(SHOTS, { recursive: true });
 
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',

@@ -1,5 +1,5 @@
 // How it looks: both Material palettes, the default theme, a phone. Screenshots go to
-// tests/browser/screenshots/ (the docs reuse one); the assertions check the highlight is visible.
+// the screenshots folder (helpers.js: SHOTS); the assertions check the highlight is visible.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
