@@ -261,6 +261,74 @@ def test_the_limiter_forgets_the_oldest_clients_first() -> None:
     assert limiter.check("10.0.0.1") == 0  # forgotten long ago
 
 
+# ---------------------------------------------------------------- cross-site simple requests
+
+# What a form or fetch() on any page may send without a CORS preflight.
+SIMPLE_TYPES = [
+    "text/plain",
+    "text/plain;charset=UTF-8",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data; boundary=x",
+    None,  # fetch() with a string body and no header sends text/plain; curl sends none
+    "application/jsonx",
+    "application/json-seq",
+]
+
+
+def test_only_json_posts_reach_the_engine(qa_index: Path, tmp_path: Path) -> None:
+    """A cross-site "simple request" (text/plain, form-encoded: no preflight, so the
+    allowlist never gets to refuse it) is a 415 before the body is read; the engine and
+    the feedback store never see it. application/json, which a browser sends only after
+    a preflight the allowlist answers, still works."""
+    from anchored_query.engine import Engine
+
+    settings = settings_for(qa_index, tmp_path, allowed_origins=(ORIGIN,))
+    engine = Engine(settings)
+    calls: list[str] = []
+    real_ask = engine.ask
+
+    def counting_ask(request: Any) -> Any:
+        calls.append("ask")
+        return real_ask(request)
+
+    engine.ask = counting_ask  # type: ignore[method-assign]
+
+    class Store:
+        def save(self, item: Any, *, build_id: str) -> str:
+            calls.append("feedback")
+            return f"2026-01-01/1-{uuid.uuid4().hex}.json"
+
+    app = create_app(settings, engine=engine, feedback=Store())
+    ask_body = json.dumps({"question": QUESTION}).encode()
+    with ThreadedServer(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as http:
+        answer_id = http.post("/v1/ask", json={"question": QUESTION}).json()["id"]
+        calls.clear()
+        feedback_body = json.dumps({"answer_id": answer_id, "rating": "down"}).encode()
+        for path, body in (("/v1/ask", ask_body), ("/v1/feedback", feedback_body)):
+            for content_type in SIMPLE_TYPES:
+                headers = {"origin": "https://evil.example"}
+                if content_type is not None:
+                    headers["content-type"] = content_type
+                r = http.post(path, content=body, headers=headers)
+                assert r.status_code == 415, (path, content_type, r.status_code)
+                error = r.json()["error"]
+                assert error["code"] == "unsupported_media_type"
+                assert "application/json" in error["message"]
+                assert "access-control-allow-origin" not in r.headers
+        assert calls == []
+        for content_type in ("application/json", "application/json; charset=utf-8", "Application/JSON"):
+            h = {"content-type": content_type, "origin": ORIGIN}
+            assert http.post("/v1/ask", content=ask_body, headers=h).status_code == 200
+            assert http.post("/v1/feedback", content=feedback_body, headers=h).status_code == 200
+        assert calls == ["ask", "feedback"] * 3
+
+
+def test_the_ask_box_sends_json() -> None:
+    """plugin/assets/api.js declares application/json on its POSTs (else every ask is a 415)."""
+    api = (Path(__file__).parent.parent / "plugin" / "assets" / "api.js").read_text("utf-8")
+    assert re.search(r"'Content-Type':\s*'application/json'", api)
+
+
 # ---------------------------------------------------------------- request size
 
 
