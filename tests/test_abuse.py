@@ -316,7 +316,11 @@ def test_only_json_posts_reach_the_engine(qa_index: Path, tmp_path: Path) -> Non
                 assert "application/json" in error["message"]
                 assert "access-control-allow-origin" not in r.headers
         assert calls == []
-        for content_type in ("application/json", "application/json; charset=utf-8", "Application/JSON"):
+        for content_type in (
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+        ):
             h = {"content-type": content_type, "origin": ORIGIN}
             assert http.post("/v1/ask", content=ask_body, headers=h).status_code == 200
             assert http.post("/v1/feedback", content=feedback_body, headers=h).status_code == 200
