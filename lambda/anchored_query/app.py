@@ -10,9 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,40 +28,15 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.feedback import FeedbackStore, default_feedback_dir, feedback_store
+from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
+from anchored_query.shared_state import shared_counters
 from anchored_query.validation import parse_ask, parse_feedback, parse_json_body, parse_search
 
 log = logging.getLogger("anchored.query")
 
 # Worker threads when an LLM answers and ANCHORED_WORKER_THREADS is unset.
 LLM_WORKER_THREADS = 100
-
-
-class RateLimiter:
-    """Per-client token bucket (requests per minute); memory bounded."""
-
-    def __init__(self, per_minute: int, max_clients: int = 10_000) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = float(max(per_minute, 1))
-        self.max_clients = max_clients
-        self.buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def check(self, client: str) -> float:
-        """0 when allowed, else seconds to wait."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic()
-        with self.lock:
-            tokens, last = self.buckets.pop(client, (self.capacity, now))
-            tokens = min(self.capacity, tokens + (now - last) * self.rate)
-            wait = 0.0 if tokens >= 1 else (1 - tokens) / self.rate
-            if not wait:
-                tokens -= 1
-            self.buckets[client] = (tokens, now)
-            while len(self.buckets) > self.max_clients:
-                self.buckets.popitem(last=False)
-        return wait
 
 
 class BarePreflight:
@@ -108,13 +80,22 @@ def create_app(
     settings = settings or Settings.from_env()
     engine = engine or Engine(settings)
     store = feedback or feedback_store(settings.feedback, default_feedback_dir(settings.cache_dir))
-    limiter = RateLimiter(settings.rate_limit_per_min)
+    # One limit across instances when they share a store (DynamoDB on AWS), else per process.
+    local = RateLimiter(settings.rate_limit_per_min)
+    limiter: RateLimiter | SharedRateLimiter = local
+    if settings.shared_state not in ("", "memory") and settings.rate_limit_per_min > 0:
+        counters = shared_counters(settings.shared_state)
+        limiter = SharedRateLimiter(settings.rate_limit_per_min, counters, local=local)
 
     def client_of(request: Request) -> str:
-        return request.client.host if request.client else "unknown"
+        host = request.client.host if request.client else "unknown"
+        return client_key(host, ipv6_prefix=settings.rate_limit_ipv6_prefix)
 
-    def limited(request: Request) -> None:
-        wait = limiter.check(client_of(request))
+    async def limited(request: Request) -> None:
+        if isinstance(limiter, SharedRateLimiter):  # a store round trip: off the event loop
+            wait = await run_in_threadpool(limiter.check, client_of(request))
+        else:
+            wait = limiter.check(client_of(request))
         if wait:
             raise QueryError(
                 429,
@@ -151,12 +132,12 @@ def create_app(
 
     async def ask(request: Request) -> Response:
         json_only(request)
-        limited(request)
+        await limited(request)
         ask_request = parse_ask(await body_of(request), settings)
         return JSONResponse(await run_in_threadpool(engine.ask, ask_request))
 
     async def search(request: Request) -> Response:
-        limited(request)
+        await limited(request)
         query, k = parse_search(
             request.query_params.get("q"), request.query_params.get("k"), settings
         )
@@ -164,7 +145,7 @@ def create_app(
 
     async def post_feedback(request: Request) -> Response:
         json_only(request)
-        limited(request)
+        await limited(request)
         item = parse_feedback(await body_of(request))
         loaded = engine._loaded
         build_id = loaded.index.build_id if loaded else ""

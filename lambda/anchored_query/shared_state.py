@@ -1,0 +1,304 @@
+"""Counters every instance of the function shares: LLM spend and requests per client.
+
+One operation, :meth:`Counters.add`: add amounts to some counters of one item
+at once, but only if none of them then exceeds its limit. Three stores behind
+it, chosen by ``ANCHORED_SHARED_STATE``:
+
+- ``dynamodb:TABLE`` (on AWS, what ``template.yaml`` sets): one ``UpdateItem``
+  with a ``ConditionExpression``, so DynamoDB checks and adds in one atomic
+  step whichever instance asks; items carry ``expires_at`` (epoch seconds), the
+  table's TTL attribute, so old windows disappear by themselves.
+- ``file:PATH``: a SQLite file, for ``anchored serve``: survives restarts and
+  is shared by the processes on one machine.
+- ``memory`` (the default): this process only.
+
+A store that cannot be reached raises :class:`StateUnavailable`; callers decide
+whether that means yes (rate limits fall back to the local check) or no (the
+spend cap refuses the LLM call).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger("anchored.query")
+
+# DynamoDB is on the request path: a slow or unreachable table must cost a request
+# little (the spend cap then answers extractively; rate limits fall back to local).
+DYNAMODB_CONNECT_TIMEOUT_S = 1.0
+DYNAMODB_READ_TIMEOUT_S = 1.0
+DYNAMODB_MAX_ATTEMPTS = 2
+
+
+class StateUnavailable(Exception):
+    """The shared store could not be reached or refused the request (not a limit)."""
+
+
+class Counters(Protocol):
+    """Named integer counters grouped in items; items expire."""
+
+    name: str
+
+    def add(
+        self,
+        key: str,
+        amounts: Mapping[str, int],
+        *,
+        limits: Mapping[str, int] | None = None,
+        expires_at: float,
+    ) -> dict[str, int] | None:
+        """Add ``amounts`` to the counters of item ``key`` in one atomic step.
+
+        Refused (returns ``None``, nothing added) when a counter named in
+        ``limits`` would end above its limit; otherwise returns the new values
+        of the counters added to. A new item expires at ``expires_at`` (epoch
+        seconds). Raises :class:`StateUnavailable` when the store fails.
+        """
+        ...
+
+
+def _check(amounts: Mapping[str, int], limits: Mapping[str, int]) -> None:
+    for name in (*amounts, *limits):
+        if not name.isidentifier():
+            raise ValueError(f"counter names are identifiers, got {name!r}")
+    if set(limits) - set(amounts):
+        raise ValueError("every limited counter must be added to")
+
+
+class MemoryCounters:
+    """Counters in this process's memory (one ``anchored serve``, tests)."""
+
+    name = "memory"
+
+    def __init__(self, clock: Any = time.time) -> None:
+        self._items: dict[str, tuple[float, dict[str, int]]] = {}
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._next_purge = 0.0
+
+    def add(
+        self,
+        key: str,
+        amounts: Mapping[str, int],
+        *,
+        limits: Mapping[str, int] | None = None,
+        expires_at: float,
+    ) -> dict[str, int] | None:
+        limits = limits or {}
+        _check(amounts, limits)
+        with self._lock:
+            now = self._clock()
+            if now >= self._next_purge:
+                self._items = {k: v for k, v in self._items.items() if v[0] > now}
+                self._next_purge = now + 60
+            expiry, values = self._items.get(key, (expires_at, {}))
+            if expiry <= now:
+                expiry, values = expires_at, {}
+            if any(values.get(n, 0) + amounts[n] > limit for n, limit in limits.items()):
+                return None
+            values = dict(values)
+            for n, amount in amounts.items():
+                values[n] = values.get(n, 0) + amount
+            self._items[key] = (expiry, values)
+            return {n: values[n] for n in amounts}
+
+
+class SQLiteCounters:
+    """Counters in a SQLite file: kept across restarts, shared by local processes."""
+
+    name = "file"
+
+    def __init__(self, path: str | Path, clock: Any = time.time) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._next_purge = 0.0
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS counters (pk TEXT, name TEXT, value INTEGER,"
+                " expires_at REAL, PRIMARY KEY (pk, name))"
+            )
+            self._db = db
+        return self._db
+
+    def add(
+        self,
+        key: str,
+        amounts: Mapping[str, int],
+        *,
+        limits: Mapping[str, int] | None = None,
+        expires_at: float,
+    ) -> dict[str, int] | None:
+        limits = limits or {}
+        _check(amounts, limits)
+        with self._lock:
+            try:
+                return self._add(key, amounts, limits, expires_at)
+            except sqlite3.Error as exc:
+                raise StateUnavailable(f"{self.path}: {exc}") from exc
+
+    def _add(
+        self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
+    ) -> dict[str, int] | None:
+        db = self._connect()
+        now = self._clock()
+        db.execute("BEGIN IMMEDIATE")  # takes the write lock: check and add are one step
+        try:
+            if now >= self._next_purge:
+                db.execute("DELETE FROM counters WHERE expires_at <= ?", (now,))
+                self._next_purge = now + 60
+            rows = db.execute(
+                "SELECT name, value, expires_at FROM counters WHERE pk = ?", (key,)
+            ).fetchall()
+            live = [r for r in rows if r[2] > now]
+            values = {name: value for name, value, _ in live}
+            expiry = live[0][2] if live else expires_at
+            if any(values.get(n, 0) + amounts[n] > limit for n, limit in limits.items()):
+                db.execute("ROLLBACK")
+                return None
+            if len(live) < len(rows):
+                db.execute("DELETE FROM counters WHERE pk = ? AND expires_at <= ?", (key, now))
+            new = {n: values.get(n, 0) + a for n, a in amounts.items()}
+            db.executemany(
+                "INSERT OR REPLACE INTO counters VALUES (?, ?, ?, ?)",
+                [(key, n, v, expiry) for n, v in new.items()],
+            )
+            db.execute("COMMIT")
+            return new
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+
+class DynamoDBCounters:
+    """Counters in a DynamoDB table with a string partition key ``pk`` and TTL on ``expires_at``.
+
+    Each counter is a number attribute of the item. A limit becomes a condition
+    ``attribute_not_exists(c) OR c <= limit - amount``, checked by DynamoDB in
+    the same atomic step as the ``ADD``; a failed condition is a refusal.
+    """
+
+    name = "dynamodb"
+
+    def __init__(
+        self, table: str, *, client: Any = None, region: str | None = None, endpoint_url: str = ""
+    ) -> None:
+        self.table = table
+        self._client = client
+        self._region = region
+        self._endpoint_url = endpoint_url or None
+        self._lock = threading.Lock()
+
+    def client(self) -> Any:
+        """The boto3 client, made on first use (an import and a client cost ~0.1 s)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    import boto3
+                    from botocore.config import Config
+
+                    config = Config(
+                        connect_timeout=DYNAMODB_CONNECT_TIMEOUT_S,
+                        read_timeout=DYNAMODB_READ_TIMEOUT_S,
+                        retries={"mode": "standard", "max_attempts": DYNAMODB_MAX_ATTEMPTS},
+                    )
+                    self._client = boto3.session.Session().client(
+                        "dynamodb",
+                        region_name=self._region,
+                        endpoint_url=self._endpoint_url,
+                        config=config,
+                    )
+        return self._client
+
+    def add(
+        self,
+        key: str,
+        amounts: Mapping[str, int],
+        *,
+        limits: Mapping[str, int] | None = None,
+        expires_at: float,
+    ) -> dict[str, int] | None:
+        limits = limits or {}
+        _check(amounts, limits)
+        names = {"#e": "expires_at"}
+        values: dict[str, Any] = {":e": {"N": str(int(expires_at))}}
+        adds, conditions = [], []
+        for i, (name, amount) in enumerate(sorted(amounts.items())):
+            names[f"#c{i}"] = name
+            values[f":a{i}"] = {"N": str(amount)}
+            adds.append(f"#c{i} :a{i}")
+            if name in limits:
+                room = limits[name] - amount
+                if room < 0:
+                    return None  # more than the whole limit: no need to ask
+                values[f":m{i}"] = {"N": str(room)}
+                conditions.append(f"(attribute_not_exists(#c{i}) OR #c{i} <= :m{i})")
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": {"pk": {"S": key}},
+            "UpdateExpression": "SET #e = if_not_exists(#e, :e) ADD " + ", ".join(adds),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+            "ReturnValues": "ALL_NEW",
+        }
+        if conditions:
+            request["ConditionExpression"] = " AND ".join(conditions)
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self.client().update_item(**request)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code == "ConditionalCheckFailedException":
+                return None
+            raise StateUnavailable(f"DynamoDB table {self.table}: {code or 'error'}") from exc
+        except BotoCoreError as exc:
+            raise StateUnavailable(
+                f"DynamoDB table {self.table} unreachable: {type(exc).__name__}"
+            ) from exc
+        attributes = response.get("Attributes", {})
+        return {n: int(attributes[n]["N"]) if n in attributes else 0 for n in amounts}
+
+
+def open_counters(spec: str, *, region: str | None = None) -> Counters:
+    """The store a ``ANCHORED_SHARED_STATE`` value names (``""`` is ``memory``)."""
+    spec = spec.strip()
+    if spec in ("", "memory"):
+        return MemoryCounters()
+    kind, _, rest = spec.partition(":")
+    if kind == "dynamodb" and rest:
+        return DynamoDBCounters(rest, region=region)
+    if kind == "file" and rest:
+        return SQLiteCounters(rest)
+    raise ValueError(
+        f"ANCHORED_SHARED_STATE must be memory, dynamodb:TABLE or file:PATH, got {spec!r}"
+    )
+
+
+_shared: dict[tuple[str, str | None], Counters] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_counters(spec: str, *, region: str | None = None) -> Counters:
+    """The process's one store for ``spec``: the budget and the rate limits share it
+    (and its DynamoDB client and connections). ``memory`` is new on every call."""
+    if spec.strip() in ("", "memory"):
+        return MemoryCounters()
+    with _shared_lock:
+        key = (spec.strip(), region)
+        if key not in _shared:
+            _shared[key] = open_counters(spec, region=region)
+        return _shared[key]
