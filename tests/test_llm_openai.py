@@ -23,6 +23,7 @@ from fakes import (
     Disconnect,
     Empty,
     FakeOpenAIServer,
+    Hang,
     Malformed,
     Refuse,
     Reply,
@@ -472,3 +473,17 @@ def test_fake_reply_helpers_read_the_prompt(
         in client.complete(messages).text
     )
     assert "SYSTEM RULES" in client.complete(messages).text
+
+
+def test_giving_up_closes_the_connection_so_the_server_can_stop(srv: FakeOpenAIServer) -> None:
+    # A server that accepts and never answers: the client's timeout must close the
+    # connection (the server sees the disconnect), not leave the request running.
+    srv.script(Hang())
+    with OpenAICompatClient(srv.url, KEY, "fake-model", timeout_s=0.3, max_retries=0) as llm:
+        with pytest.raises(LLMError) as caught:
+            llm.complete(MESSAGES)
+        assert caught.value.category == "timeout"
+        deadline = time.monotonic() + 2.0
+        while not srv.disconnected and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert [r.user for r in srv.disconnected] == ["How do I enable the plugin?"]

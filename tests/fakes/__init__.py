@@ -22,6 +22,7 @@ import hashlib
 import http.server
 import json
 import re
+import select
 import socket
 import threading
 import time
@@ -126,6 +127,12 @@ class Status:
 
 
 @dataclass(frozen=True)
+class Hang:
+    """Accept the request and never answer: wait until the client goes away (recorded
+    in :attr:`FakeServer.disconnected`) or the server closes."""
+
+
+@dataclass(frozen=True)
 class Malformed:
     """Answer 200 with ``body`` as-is (default: cut-off JSON)."""
 
@@ -150,7 +157,7 @@ class Disconnect:
     """Close the connection without answering."""
 
 
-Behaviour = Reply | Sleep | Status | Malformed | Empty | Refuse | Disconnect
+Behaviour = Reply | Sleep | Hang | Status | Malformed | Empty | Refuse | Disconnect
 
 
 # ---------------------------------------------------------------- reply helpers
@@ -284,6 +291,7 @@ class FakeServer:
         self.default: Behaviour = default or Reply(self.default_reply)
         self._queue: deque[Behaviour] = deque()
         self._requests: list[RecordedRequest] = []
+        self._disconnected: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -377,6 +385,7 @@ class FakeServer:
         with self._lock:
             self._queue.clear()
             self._requests.clear()
+            self._disconnected.clear()
 
     # -- internals
 
@@ -400,17 +409,40 @@ class FakeServer:
             self.respond(handler, request, error)
             return
         behaviour = behaviour or self.default
-        while isinstance(behaviour, Sleep):
-            if self._closing.wait(behaviour.seconds):
+        while isinstance(behaviour, Sleep | Hang):
+            seconds = behaviour.seconds if isinstance(behaviour, Sleep) else float("inf")
+            if not self._wait(handler, request, seconds):
                 handler.close_connection = True
                 return
-            behaviour = behaviour.then or self.default
+            behaviour = (behaviour.then if isinstance(behaviour, Sleep) else None) or self.default
         if isinstance(behaviour, Disconnect):
             handler.close_connection = True
             with contextlib.suppress(OSError):
                 handler.connection.shutdown(socket.SHUT_RDWR)
             return
         self.respond(handler, request, behaviour)
+
+    def _wait(self, handler: _Handler, request: RecordedRequest, seconds: float) -> bool:
+        """Wait ``seconds``; False (and the request noted as abandoned when the client
+        went away) if the server closes or the client disconnects first."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            if self._closing.wait(min(left, 0.02)):
+                return False
+            if _peer_closed(handler.connection):
+                with self._lock:
+                    self._disconnected.append(request)
+                return False
+
+    @property
+    def disconnected(self) -> list[RecordedRequest]:
+        """Requests whose client closed the connection while the server was still
+        working on them (a Sleep or a Hang): the client cancelled them."""
+        with self._lock:
+            return list(self._disconnected)
 
     def record(
         self,
@@ -459,6 +491,17 @@ class FakeServer:
         raise NotImplementedError
 
 
+def _peer_closed(conn: socket.socket) -> bool:
+    """Whether the client closed (or reset) its end of ``conn``."""
+    try:
+        readable, _, _ = select.select([conn], [], [], 0)
+        if not readable:
+            return False
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
 def json_body(raw: bytes) -> Any:
     """The parsed JSON body, or None when it is not JSON."""
     try:
@@ -487,6 +530,7 @@ __all__ = [
     "FakeBedrockServer",
     "FakeOpenAIServer",
     "FakeServer",
+    "Hang",
     "Malformed",
     "RecordedRequest",
     "Refuse",
