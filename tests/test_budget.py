@@ -1,0 +1,313 @@
+"""The spend cap: reserve before, settle after, one count across instances (DynamoDB).
+
+Real parts: moto's DynamoDB over HTTP (``dynamoserver``), the fake OpenAI
+server over HTTP (``fakes``), real engines on the test site's index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anchored_query.shared_state as shared_state
+import pytest
+from anchored_query.app import create_app
+from anchored_query.budget import (
+    Budget,
+    BudgetedClient,
+    BudgetExceeded,
+    BudgetLimits,
+    input_token_bound,
+)
+from anchored_query.engine import Engine
+from anchored_query.errors import LLMError
+from anchored_query.llm import ChatMessage, Completion
+from anchored_query.settings import Settings, SettingsError
+from anchored_query.shared_state import DynamoDBCounters, MemoryCounters, StateUnavailable
+from anchored_query.validation import parse_ask
+from dynamoserver import DynamoTable, aws_env, dynamo_table
+from fakes import FakeOpenAIServer, Reply, quote_passages
+from s3server import moto_s3
+from starlette.testclient import TestClient
+
+__all__ = ["aws_env", "dynamo_table", "moto_s3"]  # fixtures used by name
+
+QUESTION = "Which port does the server use by default?"
+USAGE = (700, 60)  # what the fake provider reports for every call
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Scripted:
+    """A client that answers or fails as told and reports ``usage`` (a fake, not a mock)."""
+
+    name = "scripted"
+
+    def __init__(self, *, usage: tuple[int | None, int | None] = (10, 5)) -> None:
+        self.usage = usage
+        self.fail: LLMError | None = None
+        self.calls = 0
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        self.calls += 1
+        if self.fail:
+            raise self.fail
+        return Completion("ok [1].", self.usage[0], self.usage[1], "stop")
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(default=Reply(quote_passages(k=1), usage=USAGE)) as srv:
+        yield srv
+
+
+def llm_settings(qa_index: Path, tmp_path: Path, srv: FakeOpenAIServer, **extra: Any) -> Settings:
+    return Settings(
+        index=str(qa_index),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+        rate_limit_per_min=0,
+        llm_timeout_s=5,
+        llm_provider="openai",
+        llm_model="fake-model",
+        llm_base_url=srv.url,
+        llm_api_key="sk-test-budget-0123456789",
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------- across instances
+
+
+def test_concurrent_asks_on_four_instances_never_pass_the_cap(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer, dynamo_table: DynamoTable
+) -> None:
+    """16 asks at once on 4 engines sharing one table: the provider's bill stays under the cap."""
+    cap = 8_000
+    settings = llm_settings(
+        qa_index,
+        tmp_path,
+        openai,
+        shared_state=f"dynamodb:{dynamo_table.name}",
+        budget_tokens_per_day=cap,
+    )
+    engines = []
+    for _ in range(4):  # each with its own DynamoDB client, as separate instances have
+        shared_state._shared.clear()
+        engines.append(Engine(settings))
+    request = parse_ask({"question": QUESTION}, settings)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: engines[i % 4].ask(request), range(16)))
+    calls = len(openai.requests)
+    billed = calls * sum(USAGE)
+    assert len(results) * sum(USAGE) > cap, "without the cap the asks would bill more"
+    assert billed <= cap
+    assert calls >= 4, "some asks were answered by the model"
+    fell_back = [r for r in results if r.get("reason")]
+    assert fell_back and all(r["mode"] == "extractive" for r in fell_back)
+    (day,) = [v for k, v in dynamo_table.items().items() if k.startswith("budget#")]
+    assert day["tokens"] == billed, "every reservation was settled to the reported usage"
+    for engine in engines:
+        engine.close()
+
+
+def test_spent_budget_answers_extractively_with_a_reason(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    settings = llm_settings(qa_index, tmp_path, openai, budget_tokens_per_day=50)
+    with TestClient(create_app(settings)) as client:
+        response = client.post("/v1/ask", json={"question": QUESTION})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["mode"] == "extractive" and body["reason"]
+    assert openai.requests == [], "no call was made"
+
+
+def test_unreachable_store_fails_closed(
+    qa_index: Path,
+    tmp_path: Path,
+    openai: FakeOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DynamoDB down: the cap cannot be checked, so no LLM call; extractive answers, logged."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens
+    for key, value in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    shared_state._shared.clear()
+    settings = llm_settings(
+        qa_index,
+        tmp_path,
+        openai,
+        shared_state="dynamodb:unreachable",
+        budget_tokens_per_day=10**9,
+    )
+    engine = Engine(settings)
+    with caplog.at_level(logging.ERROR, logger="anchored.query"):
+        result = engine.ask(parse_ask({"question": QUESTION}, settings))
+    shared_state._shared.clear()
+    assert result["mode"] == "extractive" and result["reason"]
+    assert openai.requests == []
+    assert any("spend counter cannot be checked" in r.getMessage() for r in caplog.records)
+    engine.close()
+
+
+# ---------------------------------------------------------------- windows
+
+
+def test_hour_and_day_windows_roll_over(dynamo_table: DynamoTable) -> None:
+    clock = Clock(1_800_000_000.0 - 1_800_000_000.0 % 86400 + 10 * 3600)  # 10:00 UTC
+    counters = DynamoDBCounters(dynamo_table.name, client=dynamo_table.new_client())
+    budget = Budget(counters, BudgetLimits(tokens_per_day=1000, tokens_per_hour=400), clock=clock)
+    budget.reserve(300, 100)
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(1, 0)  # the hour is full
+    clock.now += 3600  # 11:00: a new hour, the same day
+    budget.reserve(300, 100)
+    clock.now += 3600
+    budget.reserve(100, 0)
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(200, 0)  # 400 + 400 + 100 + 200 > 1000 for the day
+    clock.now += 14 * 3600  # the next day
+    budget.reserve(300, 100)
+    items = dynamo_table.items()
+    days = sorted(k for k in items if k.startswith("budget#"))
+    assert len(days) == 2
+    first = items[days[0]]
+    assert (first["tokens"], first["tokens_h10"], first["tokens_h11"]) == (900, 400, 400)
+    assert first["expires_at"] > clock.now, "kept for a while, then TTL deletes it"
+
+
+def test_dollar_cap_counts_each_side_at_its_price() -> None:
+    limits = BudgetLimits(usd_per_hour=0.01, price_input_per_mtok=0.80, price_output_per_mtok=4.0)
+    assert limits.micro_usd(1000, 100) == 800 + 400
+    budget = Budget(MemoryCounters(), limits)
+    for _ in range(8):
+        budget.reserve(1000, 100)  # 8 × 1,200 micro-USD = $0.0096
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(1000, 100)
+
+
+# ---------------------------------------------------------------- settling
+
+
+def test_settle_replaces_the_bound_with_the_reported_usage() -> None:
+    counters = MemoryCounters()
+    inner = Scripted(usage=(40, 7))
+    client = BudgetedClient(inner, Budget(counters, BudgetLimits(tokens_per_day=10**6)))
+    messages = [ChatMessage("system", "You answer."), ChatMessage("user", "Où est le port ?")]
+    bound = input_token_bound(messages)
+    assert bound >= len("You answer.Où est le port ?".encode())
+    assert client.complete(messages, max_tokens=300).text == "ok [1]."
+    (item,) = counters._items.values()
+    assert item[1]["tokens"] == 47
+
+    inner.usage = (None, None)  # no usage reported: the reserved bound stands
+    client.complete(messages, max_tokens=300)
+    assert counters._items[next(iter(counters._items))][1]["tokens"] == 47 + bound + 300
+
+
+@pytest.mark.parametrize(("category", "kept"), [("auth", False), ("timeout", True)])
+def test_a_failed_call_is_refunded_only_when_nothing_was_billed(category: str, kept: bool) -> None:
+    counters = MemoryCounters()
+    inner = Scripted()
+    inner.fail = LLMError(category)  # type: ignore[arg-type]
+    client = BudgetedClient(inner, Budget(counters, BudgetLimits(tokens_per_hour=10**6)))
+    messages = [ChatMessage("user", "hello")]
+    with pytest.raises(LLMError):
+        client.complete(messages, max_tokens=100)
+    (item,) = counters._items.values()
+    assert item[1]["tokens"] == (input_token_bound(messages) + 100 if kept else 0)
+
+
+def test_refusal_is_an_llm_error_budget_and_no_call() -> None:
+    inner = Scripted()
+    client = BudgetedClient(inner, Budget(MemoryCounters(), BudgetLimits(tokens_per_day=100)))
+    with pytest.raises(LLMError) as caught:
+        client.complete([ChatMessage("user", "hi")], max_tokens=200)
+    assert caught.value.category == "budget" and inner.calls == 0
+
+
+def test_many_threads_one_memory_budget_never_pass_the_cap() -> None:
+    inner = Scripted(usage=(10, 10))
+    client = BudgetedClient(inner, Budget(MemoryCounters(), BudgetLimits(tokens_per_day=2000)))
+    messages = [ChatMessage("user", "x" * 40)]
+
+    def call() -> None:
+        for _ in range(30):
+            with contextlib.suppress(LLMError):
+                client.complete(messages, max_tokens=50)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 0 < inner.calls * 20 <= 2000
+
+
+def test_store_failure_on_settle_keeps_the_reservation(caplog: pytest.LogCaptureFixture) -> None:
+    class Flaky(MemoryCounters):
+        def __init__(self) -> None:
+            super().__init__()
+            self.failing = False
+
+        def add(self, key: str, amounts: Any, **kw: Any) -> dict[str, int] | None:
+            if self.failing:
+                raise StateUnavailable("down")
+            return super().add(key, amounts, **kw)
+
+    counters = Flaky()
+
+    class FailAfterReserve(Scripted):
+        def complete(self, *a: Any, **kw: Any) -> Completion:
+            counters.failing = True
+            return super().complete(*a, **kw)
+
+    client = BudgetedClient(
+        FailAfterReserve(), Budget(counters, BudgetLimits(tokens_per_day=10**6))
+    )
+    with caplog.at_level(logging.ERROR, logger="anchored.query"):
+        assert client.complete([ChatMessage("user", "hi")], max_tokens=100).text
+    assert any("reservation stays counted" in r.getMessage() for r in caplog.records)
+
+
+def test_dollar_cap_needs_prices() -> None:
+    with pytest.raises(SettingsError, match="PRICE"):
+        Settings.from_env({"ANCHORED_INDEX": "x", "ANCHORED_BUDGET_USD_PER_DAY": "5"})
+    settings = Settings.from_env(
+        {
+            "ANCHORED_INDEX": "x",
+            "ANCHORED_BUDGET_USD_PER_DAY": "5",
+            "ANCHORED_LLM_PRICE_INPUT_PER_MTOK": "0.8",
+            "ANCHORED_LLM_PRICE_OUTPUT_PER_MTOK": "4",
+        }
+    )
+    assert BudgetLimits.from_settings(settings).active
