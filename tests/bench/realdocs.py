@@ -181,6 +181,7 @@ def build(site: str, out: Path, model: str = DEFAULT_MODEL, *, force: bool = Fal
     project.mkdir(parents=True)
     shutil.copytree(docs, project / docs.name)
     (project / "mkdocs.yml").write_text(config_text, "utf-8")
+    cache_cold = not any((root / "cache").glob("*"))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.pop("GOOGLE_ANALYTICS_KEY", None)
     started = time.perf_counter()
@@ -197,7 +198,13 @@ def build(site: str, out: Path, model: str = DEFAULT_MODEL, *, force: bool = Fal
     if proc.returncode != 0 or not (root / "index" / "manifest.json").exists():
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         raise SystemExit(f"{site}: mkdocs build failed (exit {proc.returncode}):\n{tail}")
-    stamp = {"inputs": digest, "model": model, "build_s": round(seconds, 2), "site": site}
+    stamp = {
+        "inputs": digest,
+        "model": model,
+        "site": site,
+        "build_s": round(seconds, 2),  # the whole mkdocs build, plugin included
+        "cache_cold": cache_cold,  # True: every chunk was embedded in this build
+    }
     stamp_path.write_text(json.dumps(stamp, indent=1), "utf-8")
     print(f"{site}: built in {seconds:.1f} s → {root}", file=sys.stderr)
     return root

