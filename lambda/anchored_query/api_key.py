@@ -50,12 +50,21 @@ def _locate(ref: str) -> tuple[str, str, str | None]:
 
 
 def _fetch(service: str, ident: str, region: str | None, client: Any) -> str:
-    from botocore.exceptions import BotoCoreError, ClientError
-
+    own = client is None
     if client is None:
         import boto3
 
         client = boto3.session.Session().client(service, region_name=region)
+    try:
+        return _ask(service, ident, client)
+    finally:
+        if own:
+            client.close()  # read once: no connection to keep
+
+
+def _ask(service: str, ident: str, client: Any) -> str:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
         if service == "secretsmanager":
             response = client.get_secret_value(SecretId=ident)
