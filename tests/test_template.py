@@ -185,11 +185,117 @@ def test_iam_statements_are_scoped(template: dict[str, Any], function: dict[str,
                 # inference profiles route to the foundation model in other regions).
                 assert statement.get("Condition"), statement
     by_sid = {s.get("Sid"): s for s in found}
-    assert by_sid["ReadIndex"]["Action"] == "s3:GetObject"
     assert by_sid["WriteFeedbackOnly"]["Action"] == "s3:PutObject"
     assert any("/feedback/*" in s for s in strings(by_sid["WriteFeedbackOnly"]["Resource"]))
-    assert by_sid["ListIndexPrefixOnly"]["Condition"]["StringLike"]["s3:prefix"]
     assert not any("ManagedPolicyArns" in str(node) for node in walk(function["Properties"]))
+
+
+def _function_statements(function: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for node in walk(function["Properties"]["Policies"]):
+        if isinstance(node, dict) and "Statement" in node:
+            found.extend(node["Statement"])
+    return found
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return action if isinstance(action, list) else [action]
+
+
+def test_function_reads_the_index_and_nothing_else_of_the_bucket(function: dict[str, Any]) -> None:
+    """Not feedback/ (readers' comments) nor anything else under the prefix; never lists."""
+    found = _function_statements(function)
+    reads = [s for s in found if "s3:GetObject" in _actions(s)]
+    assert {s["Sid"] for s in reads} == {"ReadIndexPointer", "ReadIndexBuilds"}
+    resources = [r for s in reads for r in strings(s["Resource"]) if r.startswith("arn:")]
+    assert sorted(r.rsplit("}/", 1)[-1] for r in resources) == [
+        "builds/*",
+        "current.json",
+    ], resources
+    assert not any("feedback" in r for r in resources)
+    assert not [a for s in found for a in _actions(s) if a.startswith("s3:List")]
+    # index_store.py never lists (which is why no s3:ListBucket is granted).
+    source = (REPO / "lambda" / "anchored_query" / "index_store.py").read_text(encoding="utf-8")
+    assert "list_objects" not in source and "get_paginator" not in source
+
+
+def test_shared_state_table_is_on_demand_with_ttl_and_update_only(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    table = template["Resources"]["SharedStateTable"]
+    assert table["Type"] == "AWS::DynamoDB::Table"
+    props = table["Properties"]
+    assert props["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["ANCHORED_SHARED_STATE"] == {"Fn::Sub": "dynamodb:${SharedStateTable}"}
+    dynamo = [
+        s for s in _function_statements(function) if any("dynamodb:" in a for a in _actions(s))
+    ]
+    assert len(dynamo) == 1
+    assert _actions(dynamo[0]) == ["dynamodb:UpdateItem"]
+    assert dynamo[0]["Resource"] == {"Fn::GetAtt": ["SharedStateTable", "Arn"]}
+
+
+def test_a_spend_cap_is_on_by_default_and_fits_an_ask(template: dict[str, Any]) -> None:
+    """The default caps are set (a public URL), and an hour holds a worst-case ask many times."""
+    params = template["Parameters"]
+    per_day = int(params["BudgetTokensPerDay"]["Default"])
+    per_hour = int(params["BudgetTokensPerHour"]["Default"])
+    assert 0 < per_hour <= per_day
+    # The reservation of one answer call: the prompt's bytes (context tokens ~4 bytes each,
+    # plus question and history) and the output; the rewrite call is small.
+    worst_reservation = 4 * Settings.context_tokens + 2 * Settings.max_history_chars + 4096
+    assert per_hour >= 5 * worst_reservation
+    description = " ".join(params["ReservedConcurrency"]["Description"].split())
+    assert "not a cap on spend" in description
+
+
+def test_alerts_and_cost_budget_are_off_by_default(template: dict[str, Any]) -> None:
+    params, resources, conditions = (
+        template["Parameters"],
+        template["Resources"],
+        template["Conditions"],
+    )
+    assert params["AlertEmail"]["Default"] == ""
+    assert int(params["MonthlyCostBudgetUsd"]["Default"]) == 0
+    kinds = {"AWS::Budgets::Budget", "AWS::CloudWatch::Alarm", "AWS::SNS::Topic"}
+    optional = [r for r in resources.values() if r["Type"] in kinds]
+    assert {r["Type"] for r in optional} == kinds
+    for resource in optional:
+        condition = resource["Condition"]
+        assert {"Ref": "AlertEmail"} in list(walk(conditions[condition])) or any(
+            n == {"Condition": "HasAlertEmail"} for n in walk(conditions[condition])
+        )
+
+
+def test_the_key_secret_is_readable_and_only_it(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    by_sid = {s.get("Sid"): s for s in _function_statements(function)}
+    assert by_sid["ReadLlmKeySecret"]["Action"] == "secretsmanager:GetSecretValue"
+    assert by_sid["ReadLlmKeyParameter"]["Action"] == "ssm:GetParameter"
+    for sid in ("ReadLlmKeySecret", "ReadLlmKeyParameter"):
+        assert by_sid[sid]["Resource"] == {"Ref": "LlmApiKeySecret"}
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["ANCHORED_LLM_API_KEY_SECRET"] == {"Ref": "LlmApiKeySecret"}
+    pattern = re.compile(template["Parameters"]["LlmApiKeySecret"]["AllowedPattern"])
+    assert pattern.match("")
+    assert pattern.match("arn:aws:secretsmanager:eu-west-1:123456789012:secret:llm-AbCdEf")
+    assert pattern.match("arn:aws:ssm:eu-west-1:123456789012:parameter/anchored/llm-key")
+    assert not pattern.match("sk-live-key-pasted-here")
+
+
+def test_tls_only_policy_can_cover_an_existing_bucket(template: dict[str, Any]) -> None:
+    policy = template["Resources"]["IndexBucketPolicy"]
+    condition = template["Conditions"][policy["Condition"]]
+    assert {"Condition": "CreateIndexBucket"} in list(walk(condition))
+    assert {"Condition": "PolicyOnExistingBucket"} in list(walk(condition))
+    assert template["Parameters"]["ExistingBucketPolicy"]["Default"] == "false"
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Sid"] == "DenyInsecureTransport" and statement["Effect"] == "Deny"
 
 
 def test_function_timeout_covers_the_llm_timeout(function: dict[str, Any]) -> None:
