@@ -137,11 +137,24 @@ def create_app(
         return JSONResponse(await run_in_threadpool(engine.ask, ask_request))
 
     async def search(request: Request) -> Response:
+        if request.method == "POST":
+            json_only(request)
         await limited(request)
-        query, k = parse_search(
-            request.query_params.get("q"), request.query_params.get("k"), settings
-        )
-        return JSONResponse(await run_in_threadpool(engine.search, query, k))
+        if request.method == "POST":
+            # The question in the body, where CDN, proxy and access logs do not keep it.
+            body = await body_of(request)
+            unknown = sorted(set(body) - {"q", "k"})
+            if unknown:
+                raise QueryError(400, "bad_request", f"unknown field {unknown[0]!r}")
+            k = body.get("k")
+            if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
+                raise QueryError(400, "bad_request", "'k' must be a whole number")
+            query, count = parse_search(body.get("q"), None if k is None else str(k), settings)
+        else:
+            query, count = parse_search(
+                request.query_params.get("q"), request.query_params.get("k"), settings
+            )
+        return JSONResponse(await run_in_threadpool(engine.search, query, count))
 
     async def post_feedback(request: Request) -> Response:
         json_only(request)
@@ -178,7 +191,7 @@ def create_app(
 
     routes: list[BaseRoute] = [
         Route("/v1/ask", ask, methods=["POST"]),
-        Route("/v1/search", search, methods=["GET"]),
+        Route("/v1/search", search, methods=["GET", "POST"]),
         Route("/v1/feedback", post_feedback, methods=["POST"]),
         Route("/v1/health", health, methods=["GET"]),
     ]
