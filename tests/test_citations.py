@@ -169,8 +169,15 @@ def test_numbers_compare_as_whole_tokens() -> None:
     assert check("Added in version 1.7 [7].").removed == 1
 
 
-def test_small_counts_are_not_checked() -> None:
-    assert check("There are 2 ways to set the address [3].").removed == 0
+def test_numbers_under_ten_are_checked() -> None:
+    assert check("There are 2 ways to set the address [3].").removed == 1
+    assert check("Set use_directory_urls to false; added in version 1.6 [7].").removed == 0
+    assert check("Set use_directory_urls to false; added in version 2 [7].").removed == 1
+
+
+def test_list_numbers_and_step_numbers_are_not_facts() -> None:
+    assert check("1. Run mkdocs gh-deploy to push the site [9].").removed == 0
+    assert check("In step 2, run mkdocs gh-deploy to push the built site [9].").removed == 0
 
 
 def test_option_names_must_occur() -> None:
@@ -244,14 +251,14 @@ def test_nothing_supported_abstains() -> None:
 
 def test_renumber_in_order_of_first_appearance() -> None:
     verified = check(
-        "Deploy with mkdocs gh-deploy [9]. Serve on 8000 [3]. Both work [3, 9]. "
-        "Set use_directory_urls [7]."
+        "Deploy with mkdocs gh-deploy [9]. Serve on 8000 [3]. Serve on 8000, deploy with "
+        "gh-deploy [3, 9]. Set use_directory_urls [7]."
     )
     answer, citations = renumber(verified, CONTEXT)
     assert answer == [
         {"text": "Deploy with mkdocs gh-deploy.", "citations": [1]},
         {"text": "Serve on 8000.", "citations": [2]},
-        {"text": "Both work.", "citations": [1, 2]},
+        {"text": "Serve on 8000, deploy with gh-deploy.", "citations": [1, 2]},
         {"text": "Set use_directory_urls.", "citations": [3]},
     ]
     assert [c["n"] for c in citations] == [1, 2, 3]
@@ -270,7 +277,7 @@ def test_renumber_in_order_of_first_appearance() -> None:
 def test_one_citation_per_passage_and_long_previews_trimmed() -> None:
     long_text = "word " * 400
     context = {5: passage(5, long_text + " 8000", "long", highlight=long_text.strip())}
-    verified = verify(parse_answer("A [5]. B [5]."), context)
+    verified = verify(parse_answer("A word [5]. Word 8000 [5]."), context)
     answer, citations = renumber(verified, context)
     assert [a["citations"] for a in answer] == [[1], [1]]
     assert len(citations) == 1

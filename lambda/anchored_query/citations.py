@@ -1,30 +1,53 @@
-"""Citations: parse ``[n]`` markers out of an answer, verify them, renumber them.
+"""Citations: parse the markers of an answer, verify each sentence, renumber.
 
 Verification policy (what ``/v1/ask`` promises): every sentence that reaches
-the reader cites at least one passage that was in the context, and each of its
-checkable facts — numbers, command-line options, code identifiers, inline code
-and quoted strings — occurs in the text of one of the passages it cites.
+the reader cites at least one passage that was in the context and that
+supports it; no sentence cites a passage the model was not shown. Support
+means: each checkable fact of the sentence (numbers of every size, options,
+identifiers, inline code, quoted strings; :mod:`anchored_query.facts`) occurs
+in the cited passages, no value is paired with another thing than the passage
+pairs it with, and the lexical and (when the engine gives one) semantic support
+tests of :mod:`anchored_query.support` pass.
+
+Models cite unevenly, so a sentence without its own marker is attributed: to
+the markers of its paragraph (markers after the paragraph's last sentence
+cover the paragraph), then a neighbour's, then a "Sources:" footer's, then the
+best-supporting passage of the context (stricter threshold), each checked
+exactly like a cited sentence; it is dropped only when none supports it.
 Sentences that fail are removed (counted in ``removed``, with a reason per
-sentence in ``reasons`` for the logs), never shown unsupported. The one
-exception is a short statement that the documentation does not cover something
-("The documentation does not cover `--watch`"), which needs no citation as long
-as it asserts no numbers; when such a statement opens the answer, or when nothing
-supported remains, the answer is an abstention.
+sentence in ``reasons`` for the logs). Removed without a check: lines that only
+restate passage titles and headings (the prompt's structure) and sentences
+that assert nothing.
+
+A statement that the documentation does not cover something ("The
+documentation does not cover `--watch`") needs no citation when it asserts no
+numbers. Placed before a supported answer it is dropped (models open with it
+and answer anyway); after one, it stays as the note of what is missing. When
+no supported sentence remains — counting "it covers …" sentences after such a
+statement as part of the refusal — the answer is an abstention.
 """
 
 from __future__ import annotations
 
+import math
 import re
-import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import TypedDict
 
-from anchored_query.sentences import (
-    CITATION_MARKER,
-    code_spans,
-    outside_code,
-    sentence_spans,
+from anchored_query.facts import Claim, Haystack, claims
+from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
+from anchored_query.markers import canonical_markers, marker_numbers, take_footers
+from anchored_query.sentences import CITATION_MARKER, outside_code, sentence_spans
+from anchored_query.support import (
+    LEXICAL_FLOOR,
+    STRICT_MARGIN,
+    SUPPORT_MIN,
+    Support,
+    content_terms,
+    lexical_support,
+    pairing_conflicts,
+    restates_headings,
 )
 from anchored_query.types import AnswerSentence, Passage
 
@@ -32,6 +55,7 @@ __all__ = [
     "PREVIEW_CHARS",
     "AnswerItem",
     "CitationItem",
+    "ParsedSentence",
     "VerifiedAnswer",
     "parse_answer",
     "renumber",
@@ -39,9 +63,7 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 600
-_MAX_RANGE = 20  # [1-300] is not 300 citations: keep the two ends
 
-_DIGITS = re.compile(r"\d+")
 _FORMATTING_LINE = re.compile(r"^(?:#{1,6}\s.*|[-*_]{3,}|[-*+]|\d+[.)])$")
 _CONTENT = re.compile(r"[^\W_]", re.UNICODE)
 # A marker, or markers in brackets with an attribution word: "(see [2])", "(Source: [1], [3])".
@@ -51,20 +73,14 @@ _MARKER_GROUP = re.compile(
     r"|" + CITATION_MARKER.pattern,
     re.IGNORECASE,
 )
-
-# Checkable facts. ASCII classes on purpose: "端口8000" must yield "8000".
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[vV]?(\d+(?:[.,]\d+)*)(?![A-Za-z0-9_]|[.,][A-Za-z0-9_])")
-_PASSAGE_NUMBER = re.compile(r"(?<![0-9.,])\d+(?:[.,]\d+)*(?![0-9])")
-_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_OPTION = re.compile(r"(?<![\w-])(?:--[A-Za-z0-9][\w-]*|-[A-Za-z](?=[\s,.;:)]|$))", re.ASCII)
-_SNAKE = re.compile(r"(?<![\w])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w])", re.ASCII)
-_DOTTED = re.compile(r"(?<![\w.-])[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+(?![\w])", re.ASCII)
-_DOTTED_ABBREVIATION = re.compile(r"^[a-z](?:\.[a-z])+$", re.IGNORECASE)
-_QUOTED = re.compile(
-    r"\"([^\"\n]{1,120})\"|“([^”\n]{1,120})”|「([^」\n]{1,120})」|『([^』\n]{1,120})』"
-    r"|(?<![\w])'([^'\n]{1,120})'(?![\w])"
+_BLANK_OR_HEADING = re.compile(r"^\s*$|^\s{0,3}#{1,6}\s")
+# Fragments that carry no claim: "For example, [3]", "See [2].", "For more details:".
+_FILLER = re.compile(
+    r"^\W*(?:for\s+(?:example|instance|more\s+(?:details|information))|e\.g\.?|example|"
+    r"see(?:\s+(?:also|below|above|here))?|as\s+(?:shown|described|explained)(?:\s+\w+)?|"
+    r"here|note|sources?|references?|例如|比如|参见)\W*$",
+    re.IGNORECASE,
 )
-_PIECE_STRIP = "\"'`“”‘’,;:()[]{}<>"
 
 # "The documentation does not cover …" and its Chinese counterparts.
 _NO_COVERAGE = re.compile(
@@ -76,6 +92,25 @@ _NO_COVERAGE = re.compile(
     r"|\bI\s+(?:could\s+not|couldn['’]t|cannot|can['’]t)\s+find\b"
     r"|(?:文档|资料|段落|来源)[^。！？\n]{0,20}?(?:没有|并未|未|不)(?:提到|提及|涉及|说明|介绍|包含|覆盖|描述|讲)"
     r"|(?:没有|未能|未)找到",
+    re.IGNORECASE,
+)
+# After a no-coverage statement: "It covers …", "The closest is …" belong to the refusal.
+_META_COVERAGE = re.compile(
+    r"^(?:however,?\s+|instead,?\s+|but\s+)?(?:it|they|the\s+(?:documentation|docs|passages?|"
+    r"sources?|site|context))\s+(?:does\s+|do\s+)?(?:only\s+)?(?:covers?|describes?|explains?|"
+    r"discuss(?:es)?|mentions?|provides?|includes?|contains?|talks?\s+about|focus(?:es)?\s+on)\b"
+    r"|^(?:however,?\s+)?the\s+closest\b|^(?:文档|资料)(?:只|仅)?(?:介绍|说明|涉及|提到|讲)",
+    re.IGNORECASE,
+)
+
+
+# Sentences about the assistant's own instructions are never answers about the docs. A
+# model that repeats a page's injected instruction ("Ignore all previous instructions")
+# without citing it is not credited with a citation by attribution.
+_ADDRESSES_ASSISTANT = re.compile(
+    r"\b(?:previous|prior|above|earlier|all|your|my|these|new)\s+instructions\b"
+    r"|\bsystem\s+prompt\b|\bdeveloper\s+mode\b|\bas\s+instructed\b|^\W*system\s*:"
+    r"|\bI\s+(?:will|shall|am\s+going\s+to|must)\s+(?:now\s+)?(?:follow|ignore|obey|reveal)\b",
     re.IGNORECASE,
 )
 
@@ -100,14 +135,25 @@ class CitationItem(TypedDict):
 
 
 @dataclass(frozen=True)
+class ParsedSentence(AnswerSentence):
+    """A sentence as :func:`parse_answer` found it: ``citations`` are its own markers
+    (a fenced code block shares its lead-in's), ``paragraph`` numbers its paragraph
+    and ``footer`` holds the numbers of the "Sources:" footer that covers it."""
+
+    paragraph: int = 0
+    footer: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class VerifiedAnswer:
     """The sentences that survived verification.
 
     ``sentences`` cite only context passages (context numbering). ``removed``
     counts the sentences dropped, ``reasons`` says why (one line each, for the
     logs), ``invalid_citations`` lists cited numbers that were not in the
-    context. ``abstained`` is true when nothing supported remains or when the
-    answer opens by saying the documentation does not cover the question.
+    context, ``attributed`` counts kept sentences whose citation came from
+    attribution rather than their own marker. ``abstained`` is true when no
+    supported sentence remains (see the module docstring).
     """
 
     sentences: list[AnswerSentence]
@@ -115,95 +161,295 @@ class VerifiedAnswer:
     reasons: list[str] = field(default_factory=list)
     abstained: bool = False
     invalid_citations: list[int] = field(default_factory=list)
+    attributed: int = 0
 
 
-@dataclass(frozen=True)
-class _Claim:
-    kind: Literal["number", "option", "identifier", "code", "quote"]
-    value: str
-
-
-def parse_answer(text: str) -> list[AnswerSentence]:
+def parse_answer(text: str, *, known: Collection[int] | None = None) -> list[AnswerSentence]:
     """Split an LLM answer into sentences with the passage numbers each cites.
 
-    Markers ``[1]``, ``[1, 2]``, ``[1][2]``, ``[1-3]`` (and full-width ``【1】``)
-    are taken from anywhere in a sentence outside code and removed from its
-    text. A fragment that is only markers belongs to the sentence before it; a
-    fenced code block without markers shares the citations of the sentence that
-    introduces it. Markdown headings and rules are dropped; list items and line
-    breaks separate sentences. Citations keep their order of appearance.
+    Reasoning blocks are removed first (``<think>``… anywhere; an unclosed one
+    leaves only what precedes it — the engine treats that reply as truncated).
+    Bracket markers (``[1]``, ``[1, 2]``, ``[1-3]``, ``[^1]``, ``[Source: 1]``,
+    ``[1 and 2]``, ``[1: Configuration]``, ``【1】`` …) are taken from anywhere in
+    a sentence outside code and removed from its text; parenthesised ones
+    (``(1)``, ``(1, 2)``, ``（1）``, ``(Source: 1)``) where a citation is
+    plausible (:func:`anchored_query.markers.canonical_markers`; with ``known``,
+    only context numbers). "Sources:" footers become the ``footer`` of the
+    sentences before them. A fragment that is only markers, or markers with
+    filler ("For example, [3]"), belongs to the sentence before it; a fenced code
+    block without markers shares the citations of the sentence that introduces
+    it. Markdown headings and rules are dropped; list items and line breaks
+    separate sentences. Citations keep their order of appearance.
     """
-    out: list[AnswerSentence] = []
+    text = _without_reasoning(text)
+    text, footers = take_footers(text)
+    text = canonical_markers(text, known)
+    paragraph_of_line = _paragraphs(text)
+    spans = sentence_spans(text)
+    out: list[ParsedSentence] = []
     pending: list[int] = []
-    for span in sentence_spans(text):
+    for k, span in enumerate(spans):
         raw = span.text
+        line = text.count("\n", 0, span.start)
+        paragraph = paragraph_of_line[min(line, len(paragraph_of_line) - 1)]
+        footer = next((tuple(f.numbers) for f in footers if f.line > line), ())
         if raw.startswith(("```", "~~~")):
             inherited = out[-1].citations if out else []
-            out.append(AnswerSentence(raw, list(inherited)))
+            out.append(ParsedSentence(raw, list(inherited), True, paragraph, footer))
             continue
         body, ids = _take_markers(raw)
-        if not _CONTENT.search(body):
+        next_is_code = k + 1 < len(spans) and spans[k + 1].text.startswith(("```", "~~~"))
+        filler = ids and not next_is_code and _FILLER.match(body) is not None
+        if not _CONTENT.search(body) or (filler and out):
             if out:
-                out[-1] = AnswerSentence(out[-1].text, _merge(out[-1].citations, ids))
+                last = out[-1]
+                out[-1] = ParsedSentence(
+                    last.text, _merge(last.citations, ids), True, last.paragraph, last.footer
+                )
             else:
                 pending = _merge(pending, ids)
             continue
         if _FORMATTING_LINE.match(body) and not ids:
             continue
-        out.append(AnswerSentence(body, _merge(pending, ids)))
+        out.append(ParsedSentence(body, _merge(pending, ids), True, paragraph, footer))
         pending = []
-    return out
+    return list(out)
 
 
-def verify(sentences: Sequence[AnswerSentence], passages: Mapping[int, Passage]) -> VerifiedAnswer:
-    """Keep the sentences whose citations and facts the context supports.
+def verify(
+    sentences: Sequence[AnswerSentence],
+    passages: Mapping[int, Passage],
+    *,
+    support: Support | None = None,
+) -> VerifiedAnswer:
+    """Keep the sentences the context supports, each with the passages that support it.
 
     ``passages`` maps context numbers to passages; passages marked ``excluded``
     count as absent. Cited numbers outside the context are dropped; a sentence
-    left with no citation is removed, and so is one with a number, option,
-    identifier, inline code or quoted string that occurs in none of its cited
-    passages (text, highlight, title and heading path; case-insensitive,
-    whitespace-normalised; numbers compared as whole tokens so ``80`` does not
-    match ``8000``; integers below 10 are not checked, being mostly counts and
-    list numbers). See the module docstring for the policy.
+    citing only such numbers is removed. A sentence with its own valid markers
+    is checked against them; one without is attributed (module docstring). The
+    check: every fact of :func:`anchored_query.facts.claims` in the passages, no
+    :func:`~anchored_query.support.pairing_conflicts`, lexical support of at
+    least :data:`~anchored_query.support.LEXICAL_FLOOR`, and a support score of
+    at least :data:`~anchored_query.support.SUPPORT_MIN` (plus ``STRICT_MARGIN``
+    for a passage found only by searching the context). The score is the
+    lexical support, or with ``support`` — ``(sentence_text, passage) ->
+    0..1``, see :func:`anchored_query.support.make_support`; NaN is no opinion
+    — its mean with the best semantic support over the passages. Plain
+    :class:`AnswerSentence` items (the extractive answerer's) are each their
+    own paragraph.
     """
-    haystacks: dict[int, _Haystack] = {}
-    kept: list[AnswerSentence] = []
-    reasons: list[str] = []
+    checker = _Checker(passages, support)
+    usable = checker.usable
+    items = [_Item.of(i, s, usable) for i, s in enumerate(sentences)]
     invalid: list[int] = []
-    opens_with_no_coverage = False
-    for i, sentence in enumerate(sentences, start=1):
-        valid = [n for n in dict.fromkeys(sentence.citations) if _usable(passages.get(n))]
-        invalid.extend(n for n in sentence.citations if n not in valid and n not in invalid)
-        claims = _claims(sentence.text)
-        no_coverage = _NO_COVERAGE.search(sentence.text) is not None
-        if not valid:
-            if no_coverage and _may_stand_uncited(sentence.text, claims):
-                kept.append(AnswerSentence(sentence.text, [], True))
-                opens_with_no_coverage = opens_with_no_coverage or len(kept) == 1
-                continue
-            cited = f" (cited {sentence.citations}, none in context)" if sentence.citations else ""
-            reasons.append(f"sentence {i}: no citation{cited}: {_short(sentence.text)}")
+    for item in items:
+        invalid.extend(n for n in item.sentence.citations if n not in usable and n not in invalid)
+
+    decided: dict[int, list[int]] = {}
+    reasons: dict[int, str] = {}
+    disclaimers: set[int] = set()
+    attributed: set[int] = set()
+    for item in items:
+        i, text = item.index, item.sentence.text
+        if item.no_coverage and not item.own:
+            if _may_stand_uncited(text, item.claims):
+                disclaimers.add(i)
+                decided[i] = []
+            else:
+                reasons[i] = "no-coverage statement asserting numbers"
             continue
-        for n in valid:
-            if n not in haystacks:
-                haystacks[n] = _Haystack(passages[n])
-        missing = [c for c in claims if not any(haystacks[n].has(c) for n in valid)]
-        if missing:
-            facts = ", ".join(repr(c.value) for c in missing)
-            reasons.append(f"sentence {i}: {facts} not in cited {valid}: {_short(sentence.text)}")
+        if item.sentence.citations and not item.own:
+            reasons[i] = f"no citation (cited {item.sentence.citations}, none in context)"
+        elif not item.is_code and restates_headings(text, checker.shown):
+            reasons[i] = "only restates passage headings"
+        elif not item.is_code and not item.terms and not item.claims:
+            reasons[i] = "asserts nothing"
+        elif item.own:
+            failure = checker.check(item, item.own, strict=False)
+            if failure is None:
+                decided[i] = item.own
+                disclaimers.update([i] if item.no_coverage else [])
+            else:
+                reasons[i] = failure
+    for item in items:
+        i = item.index
+        if i in decided or i in reasons:
             continue
-        kept.append(AnswerSentence(sentence.text, valid, True))
-        if len(kept) == 1 and no_coverage:
-            opens_with_no_coverage = True
-    supported = any(s.citations for s in kept)
+        if _ADDRESSES_ASSISTANT.search(item.sentence.text):
+            reasons[i] = "no citation, and it speaks of the assistant's instructions"
+            continue
+        found, failure = _attribute(item, items, checker)
+        if found:
+            decided[i] = found
+            attributed.add(i)
+        else:
+            reasons[i] = failure
+
+    first_disclaimer = min(disclaimers, default=None)
+    substantive = [
+        i
+        for i, cites in decided.items()
+        if cites
+        and i not in disclaimers
+        and not (
+            first_disclaimer is not None
+            and i > first_disclaimer
+            and _META_COVERAGE.search(items[i].sentence.text)
+        )
+    ]
+    abstained = not substantive
+    if not abstained:
+        for i in sorted(disclaimers):
+            if i < max(substantive) and not decided[i]:
+                del decided[i]
+                reasons[i] = "disclaimer before a supported answer"
+    kept = [AnswerSentence(items[i].sentence.text, decided[i], True) for i in sorted(decided)]
     return VerifiedAnswer(
         sentences=kept,
         removed=len(sentences) - len(kept),
-        reasons=reasons,
-        abstained=opens_with_no_coverage or not supported,
+        reasons=[
+            f"sentence {i + 1}: {r}: {_short(items[i].sentence.text)}"
+            for i, r in sorted(reasons.items())
+        ],
+        abstained=abstained,
         invalid_citations=invalid,
+        attributed=len(attributed & set(decided)),
     )
+
+
+@dataclass
+class _Item:
+    index: int
+    sentence: AnswerSentence
+    own: list[int]
+    paragraph: int
+    footer: tuple[int, ...]
+    claims: list[Claim]
+    terms: set[str]
+    is_code: bool
+    no_coverage: bool
+
+    @classmethod
+    def of(cls, index: int, sentence: AnswerSentence, usable: Collection[int]) -> _Item:
+        parsed = sentence if isinstance(sentence, ParsedSentence) else None
+        text = sentence.text
+        is_code = text.startswith(("```", "~~~"))
+        return cls(
+            index=index,
+            sentence=sentence,
+            own=[n for n in dict.fromkeys(sentence.citations) if n in usable],
+            paragraph=parsed.paragraph if parsed else -1 - index,
+            footer=parsed.footer if parsed else (),
+            claims=claims(text),
+            terms=content_terms(_code_body(text) if is_code else text),
+            is_code=is_code,
+            no_coverage=not is_code and _NO_COVERAGE.search(text) is not None,
+        )
+
+
+def _attribute(item: _Item, items: list[_Item], checker: _Checker) -> tuple[list[int], str]:
+    """Citations for a sentence without its own: the first candidate that supports it."""
+    same = [o for o in items if o.paragraph == item.paragraph and o.own and o is not item]
+    after = [o for o in same if o.index > item.index]
+    before = [o for o in reversed(same) if o.index < item.index]
+    groups: list[list[int]] = [o.own for o in (*after, *before)]
+    for j in (item.index - 1, item.index + 1):
+        if 0 <= j < len(items) and items[j].own:
+            groups.append(items[j].own)
+    groups.extend([n] for n in item.footer if n in checker.usable)
+    tried: set[tuple[int, ...]] = set()
+    first_failure = ""
+    for group in groups:
+        if tuple(group) in tried:
+            continue
+        tried.add(tuple(group))
+        failure = checker.check(item, group, strict=False)
+        if failure is None:
+            return group, ""
+        first_failure = first_failure or f"attributed to {group}: {failure}"
+    best = checker.best(item, exclude={n for g in tried for n in g})
+    if best is not None:
+        return [best], ""
+    return [], first_failure or "no citation and no passage in context supports it"
+
+
+class _Checker:
+    def __init__(self, passages: Mapping[int, Passage], support: Support | None) -> None:
+        self.passages = passages
+        self.support = support
+        self.usable = [n for n, p in passages.items() if not p.excluded]
+        self.shown = [passages[n] for n in self.usable]
+        self._haystacks: dict[int, Haystack] = {}
+        self._terms: dict[int, tuple[set[str], set[str]]] = {}
+
+    def haystack(self, n: int) -> Haystack:
+        if n not in self._haystacks:
+            self._haystacks[n] = Haystack(self.passages[n])
+        return self._haystacks[n]
+
+    def terms(self, n: int) -> tuple[set[str], set[str]]:
+        if n not in self._terms:
+            p = self.passages[n]
+            body = content_terms(p.text + "\n" + p.highlight)
+            self._terms[n] = (body, content_terms(" ".join([p.title, *p.heading_path])))
+        return self._terms[n]
+
+    def lexical(self, item: _Item, group: Sequence[int]) -> float | None:
+        body: set[str] = set()
+        heading: set[str] = set()
+        for n in group:
+            b, h = self.terms(n)
+            body |= b
+            heading |= h
+        return lexical_support(item.terms, body, heading)
+
+    def semantic(self, item: _Item, group: Sequence[int]) -> float | None:
+        if self.support is None or item.is_code:
+            return None
+        scores = [self.support(item.sentence.text, self.passages[n]) for n in group]
+        scores = [s for s in scores if not math.isnan(s)]
+        return max(scores) if scores else None
+
+    def check(self, item: _Item, group: Sequence[int], *, strict: bool) -> str | None:
+        """None when ``group`` supports the sentence, else why not."""
+        missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
+        if missing:
+            return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
+        conflicts = pairing_conflicts(item.sentence.text, [self.passages[n] for n in group])
+        if conflicts:
+            return f"values paired differently in {list(group)}: {', '.join(conflicts)}"
+        score = self.score(item, group)
+        if score is None:
+            return None if item.claims and not strict else "no test of support applies"
+        lexical, value = score
+        need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
+        if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
+            return f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
+        return None
+
+    def score(self, item: _Item, group: Sequence[int]) -> tuple[float | None, float] | None:
+        """(lexical support, support score) of ``group`` for the sentence; None when
+        neither test applies (a Chinese sentence on an English page, no embedder)."""
+        lexical = self.lexical(item, group)
+        semantic = self.semantic(item, group)
+        if lexical is None and semantic is None:
+            return None
+        if lexical is None or semantic is None:
+            return lexical, lexical if lexical is not None else semantic  # type: ignore[return-value]
+        return lexical, (lexical + semantic) / 2
+
+    def best(self, item: _Item, exclude: set[int]) -> int | None:
+        """The context passage that best supports the sentence under the strict test."""
+        ranked = []
+        for n in self.usable:
+            lexical = self.lexical(item, [n])
+            if n not in exclude and lexical is not None and lexical >= LEXICAL_FLOOR:
+                ranked.append((lexical, -n, n))
+        for _, _, n in sorted(ranked, reverse=True)[:5]:
+            if self.check(item, [n], strict=True) is None:
+                return n
+        return None
 
 
 def renumber(
@@ -246,6 +492,38 @@ def renumber(
     return answer, citations
 
 
+def _without_reasoning(text: str) -> str:
+    try:
+        return strip_reasoning(text)
+    except UnclosedReasoning:
+        # Nothing after an unclosed opening is answer; the engine reports the reply as truncated.
+        cut = re.search(r"<(?:think|thinking|reasoning)>|<\|channel\|>", text, re.IGNORECASE)
+        return strip_reasoning(text[: cut.start()]) if cut else ""
+
+
+def _paragraphs(text: str) -> list[int]:
+    """The paragraph number of each line: blank lines and headings outside code separate."""
+    fenced: set[int] = set()
+    lines = text.split("\n")
+    inside = False
+    for i, line in enumerate(lines):
+        if re.match(r"^[ \t]*(?:`{3,}|~{3,})", line):
+            fenced.add(i)
+            inside = not inside
+        elif inside:
+            fenced.add(i)
+    out: list[int] = []
+    paragraph = 0
+    previous_break = True
+    for i, line in enumerate(lines):
+        is_break = i not in fenced and _BLANK_OR_HEADING.match(line) is not None
+        if is_break and not previous_break:
+            paragraph += 1
+        previous_break = is_break and not line.lstrip().startswith("#")
+        out.append(paragraph)
+    return out
+
+
 def _take_markers(text: str) -> tuple[str, list[int]]:
     """``text`` without its citation markers (outside code), and their numbers.
 
@@ -267,7 +545,7 @@ def _take_markers_once(text: str) -> tuple[str, list[int]]:
     last = 0
     for m in _MARKER_GROUP.finditer(masked):
         for marker in CITATION_MARKER.findall(m.group(0)):
-            ids = _merge(ids, _marker_numbers(marker))
+            ids = _merge(ids, marker_numbers(marker))
         start = m.start()
         while start > last and text[start - 1] in " \t":
             start -= 1
@@ -277,124 +555,18 @@ def _take_markers_once(text: str) -> tuple[str, list[int]]:
     return "".join(pieces).strip(), ids
 
 
-def _marker_numbers(marker: str) -> list[int]:
-    numbers: list[int] = []
-    for part in re.split(r"[,，;、]", marker):
-        bounds = [int(d) for d in _DIGITS.findall(part)]
-        if len(bounds) == 2 and 0 < bounds[1] - bounds[0] <= _MAX_RANGE:
-            numbers.extend(range(bounds[0], bounds[1] + 1))
-        else:
-            numbers.extend(bounds)
-    return [n for n in numbers if n > 0]
-
-
 def _merge(first: list[int], second: list[int]) -> list[int]:
     return list(dict.fromkeys([*first, *second]))
 
 
-def _may_stand_uncited(text: str, claims: list[_Claim]) -> bool:
+def _may_stand_uncited(text: str, claims: list[Claim]) -> bool:
     """A no-coverage statement may name what is missing but not assert numbers."""
     return len(text) <= 200 and all(c.kind != "number" for c in claims)
 
 
-def _usable(passage: Passage | None) -> bool:
-    return passage is not None and not passage.excluded
-
-
-def _norm(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-def _number_tokens(text: str, pattern: re.Pattern[str]) -> list[str]:
-    """Numbers in ``text`` as comparable tokens: ``1,000`` -> ``1000``, ``1,2`` -> two."""
-    tokens: list[str] = []
-    for m in pattern.finditer(text):
-        value = m.group(1) if m.groups() else m.group(0)
-        if _THOUSANDS.fullmatch(value):
-            tokens.append(value.replace(",", ""))
-        else:
-            tokens.extend(v for v in value.split(",") if v)
-    return tokens
-
-
-def _exempt(number: str) -> bool:
-    """Integers below 10 are counts and list numbers far more often than facts."""
-    return "." not in number and int(number) < 10
-
-
-def _prose_claims(text: str) -> list[_Claim]:
-    claims: list[_Claim] = []
-    claims.extend(_Claim("number", t) for t in _number_tokens(text, _NUMBER) if not _exempt(t))
-    claims.extend(_Claim("option", m.group(0)) for m in _OPTION.finditer(text))
-    claims.extend(_Claim("identifier", m.group(0)) for m in _SNAKE.finditer(text))
-    claims.extend(
-        _Claim("identifier", m.group(0))
-        for m in _DOTTED.finditer(text)
-        if not _DOTTED_ABBREVIATION.match(m.group(0))
-    )
-    for m in _QUOTED.finditer(text):
-        quoted = next(g for g in m.groups() if g is not None).strip()
-        if _CONTENT.search(quoted):
-            claims.append(_Claim("quote", quoted))
-    return claims
-
-
-def _claims(text: str) -> list[_Claim]:
-    """The checkable facts of one answer sentence, de-duplicated."""
-    if text.startswith(("```", "~~~")):
-        body = text.split("\n", 1)[1] if "\n" in text else ""
-        body = re.sub(r"\n[ \t]*(?:`{3,}|~{3,})[ \t]*$", "", body)
-        claims = _prose_claims(body)
-    else:
-        claims = _prose_claims(outside_code(text))
-        for start, end, fenced in code_spans(text):
-            if not fenced:
-                code = text[start:end].strip("`").strip()
-                if code:
-                    claims.append(_Claim("code", code))
-    return list(dict.fromkeys(claims))
-
-
-class _Haystack:
-    """One passage's searchable text, normalised once."""
-
-    def __init__(self, passage: Passage) -> None:
-        raw = "\n".join([passage.title, *passage.heading_path, passage.text, passage.highlight])
-        self.text = _norm(raw)
-        self.numbers = set(_number_tokens(unicodedata.normalize("NFKC", raw), _PASSAGE_NUMBER))
-
-    def has(self, claim: _Claim) -> bool:
-        if claim.kind == "number":
-            return claim.value in self.numbers
-        value = _norm(claim.value)
-        if claim.kind in ("option", "identifier"):
-            return self._has_word(value)
-        if value in self.text:
-            return True
-        if claim.kind == "quote":
-            return False
-        # Inline code composed from attested pieces (``mkdocs serve --dev-addr 0.0.0.0:8001``)
-        # passes when every piece is attested; numbers still compare as tokens.
-        pieces = [p.strip(_PIECE_STRIP) for p in value.split()]
-        pieces = [p for p in pieces if p]
-        return len(pieces) > 1 and all(self._piece_attested(p) for p in pieces)
-
-    def _piece_attested(self, piece: str) -> bool:
-        if self._has_word(piece):
-            return True
-        for part in re.split(r"[:=/,]+", piece):
-            part = part.strip(_PIECE_STRIP)
-            numbers = _number_tokens(part, _NUMBER)
-            if numbers and numbers[0] == part.lstrip("vV"):
-                if not all(n in self.numbers or _exempt(n) for n in numbers):
-                    return False
-            elif len(part) >= 2 and not self._has_word(part):
-                return False
-        return True
-
-    def _has_word(self, value: str) -> bool:
-        pattern = r"(?<![a-z0-9_-])" + re.escape(value) + r"(?![a-z0-9_-])"
-        return re.search(pattern, self.text) is not None
+def _code_body(text: str) -> str:
+    body = text.split("\n", 1)[1] if "\n" in text else ""
+    return re.sub(r"\n[ \t]*(?:`{3,}|~{3,})[ \t]*$", "", body)
 
 
 def _preview(text: str) -> str:

@@ -13,12 +13,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# A citation marker: [1], [1, 2], [1-3], [1][2] is two markers. Full-width
-# brackets (【1】, ［1］) and a leading "source"/"passage" word are accepted
-# because models writing Chinese or following other prompts produce them.
+# A citation marker in brackets, in the forms models write: [1], [1, 2], [1-3],
+# [1 and 2], [^1], [#1], [Source: 1], [doc 1], [Passage 1, Passage 2],
+# [1: Configuration], [1†source]; [1][2] is two markers. Full-width brackets
+# (【1】, ［1］) too, because models writing Chinese produce them. Markers in
+# parentheses, which are ambiguous in prose, are recognised by the citation parser.
+MARKER_LABEL = (
+    r"(?:sources?|passages?|refs?\.?|references?|docs?\.?|documents?|citations?|"
+    r"来源|参考|段落|文档)"
+)
+MARKER_NUMBERS = (
+    r"[#^]?\d{1,4}(?:\s*(?:[,，;、&\-–—~]|\band\b|和|与)\s*(?:"
+    + MARKER_LABEL
+    + r"\s*[:：]?\s*)?[#^]?\d{1,4})*"
+)
 CITATION_MARKER = re.compile(
-    r"[\[【［]\s*(?:(?:sources?|passages?|refs?)\s*)?"
-    r"\d{1,4}(?:\s*[,，;、\-–—~]\s*\d{1,4})*\s*[\]】］]",
+    r"[\[【［]\s*(?:" + MARKER_LABEL + r"\s*[:：]?\s*)?" + MARKER_NUMBERS + r"\s*"
+    r"(?:(?:[:：†|]|\s[-–—]\s)[^\[\]【】［］\n]{0,80})?[\]】］]",
     re.IGNORECASE,
 )
 
