@@ -12,6 +12,7 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from anchored_query.prompt import (
 )
 from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
-from anchored_query.types import Passage
+from anchored_query.types import Passage, Turn
 from anchored_query.validation import AskRequest
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
@@ -46,13 +47,6 @@ EXTRACTIVE_PASSAGES = 12
 # After a failed first load, requests fail fast for this long (doubling to the max).
 COLD_RETRY_BASE_S = 1.0
 COLD_RETRY_MAX_S = 16.0
-# Below this cosine between the question and the closest chunk in scope, the
-# docs do not speak about the question, so the extractive answer abstains.
-# Per model (similarity scales differ); chosen together with the answerer's
-# BLENDED_MIN_SCORE by tests/bench/calibrate_abstention.py so that at most 10%
-# of the questions that have no answer in the docs get one (see there).
-# Unknown models rely on the answerer's confidence alone.
-RELEVANCE_FLOOR = {"all-MiniLM-L6-v2": 0.26}
 SNIPPET_CHARS = 300
 
 
@@ -299,6 +293,7 @@ class Engine:
                 loaded.index.manifest["model"]["name"],
                 loaded.retriever.embedder,
                 hits.query_vector,
+                loaded.index,
             )
             timings["extractive"] = _ms(time.perf_counter() - t)
             if reason:
@@ -377,6 +372,7 @@ class Engine:
         model: str,
         embedder: Embedder | None = None,
         question_vector: np.ndarray | None = None,
+        index: Index | None = None,
     ) -> dict[str, Any]:
         return answer_extractive(
             request.question,
@@ -385,6 +381,8 @@ class Engine:
             model=model,
             embedder=embedder,
             question_vector=question_vector,
+            index=index,
+            history=request.history,
         )
 
 
@@ -396,21 +394,31 @@ def answer_extractive(
     model: str,
     embedder: Embedder | None = None,
     question_vector: np.ndarray | None = None,
+    index: Index | None = None,
+    history: Sequence[Turn] = (),
 ) -> dict[str, Any]:
     """The extractive answer to ``question`` as ``/v1/ask`` returns it (without ids, timings).
 
-    Abstains when :func:`answer_extractively` does (its blended confidence,
-    with sentence embeddings by ``embedder``, under its threshold; pass the
-    question's ``question_vector`` when retrieval has it) or when
-    ``similarity`` — the question's best cosine to a chunk in scope — is under
-    the model's :data:`RELEVANCE_FLOOR`; the sentences that remain must pass
-    :func:`verify`.
+    A quote of the passage that holds the answer (:func:`answer_extractively`:
+    ``index`` gives it whole sections, chunk types, IDF and spelling;
+    ``history`` resolves a follow-up): one answer item per quoted paragraph,
+    list line, table row or code block (a fenced block), each citing its
+    passage, whose ``highlight`` is exactly the quoted text. It refuses when
+    the retrieval evidence says the docs are silent, and then cites the
+    sections that come closest.
     """
     result = answer_extractively(
-        question, passages, embedder=embedder, model=model, question_vector=question_vector
+        question,
+        passages,
+        index=index,
+        embedder=embedder,
+        model=model,
+        question_vector=question_vector,
+        similarity=similarity,
+        history=history,
     )
     by_n = {p.n: p for p in passages}
-    if result.abstained or similarity < RELEVANCE_FLOOR.get(model, 0.0):
+    if result.abstained or not result.quotes:
         covered = [by_n[n] for n in result.covered if n in by_n] or passages[:5]
         return {
             "answer": [],
@@ -418,14 +426,14 @@ def answer_extractive(
             "abstained": True,
             "mode": "extractive",
         }
-    verified = verify(result.sentences, by_n)
-    answer, citations = renumber(verified, by_n)
+    answer: list[dict[str, Any]] = []
+    cited = [q.passage for q in result.quotes]
+    for n, quote in enumerate(result.quotes, start=1):
+        answer += [{"text": text, "citations": [n]} for text in quote.items]
     return {
         "answer": answer,
-        "citations": citations,
-        # Not verified.abstained: a quoted sentence that happens to say "not found"
-        # is the docs speaking, not the answerer declining.
-        "abstained": not answer,
+        "citations": _covered(cited),
+        "abstained": False,
         "mode": "extractive",
     }
 

@@ -1,75 +1,70 @@
-"""Quality and latency of the extractive answerer, before and after a change.
+"""Quality and latency of the no-LLM answerer: today's (frozen) beside the new one.
 
-    python tests/bench/bench_extractive.py [--sets skylark,fixture,pkgdocs,anchored-docs]
-        [--work DIR] [--baseline REV] [--rebuild] [--dump FILE]
+    python tests/bench/bench_extractive.py [--sets realdocs,older] [--split test]
+        [--work DIR] [--rebuild] [--dump FILE] [--no-baseline]
 
-Question sets (``tests/bench/data/<set>-questions.jsonl``: ``qid``, ``question``,
-``gold_refs``, ``answerable``, ``facts`` — short substrings a right answer
-contains) over the corpora they were written for:
+One run answers every question of every set twice — by the frozen copy of
+the answerer as it was before issue 10 (``baseline_extractive.py``, with the
+relevance floor it had) and by the current one (``engine.answer_extractive``,
+given the index and the conversation, as ``/v1/ask`` calls it) — over the same
+retrieval, and prints one table.
 
-- ``skylark``: ``tests/fixtures/qa-site`` (a small static-site-server manual);
-- ``fixture``: ``tests/fixtures/site-fixture`` (the chunker's fixture site,
-  English and Chinese);
-- ``pkgdocs``: the READMEs of python-dotenv, xmltodict and cfn-lint, read
-  from the installed packages' metadata (real third-party documentation with
-  tables, lists, code and a long changelog; skipped when one is missing);
-- ``anchored-docs``: this project's own ``site/`` — the held-out set: nothing
-  was tuned on it.
+Sets:
 
-The first three are the development sets. Each corpus is built with
-``mkdocs build`` (and the plugin, or ``anchored index``) into ``--work``,
-reused on later runs unless ``--rebuild``. Every question is retrieved as the
-query function does and answered twice: by the current answerer (as
-``Engine._answer_extractive`` does it, sentence embeddings included) and by
-the answerer of git revision ``--baseline`` with the relevance floor it had
-(loaded from git into its own module). Printed per set and answerer:
+- ``realdocs:<site>`` — ``tests/bench/data/realdocs/<site>.jsonl`` (real users'
+  phrasing: long, conversational, typos, follow-ups with ``history``, Chinese;
+  unanswerable ones among them) over the index ``tests/bench/realdocs.py``
+  builds at ``/tmp/anchored-bench/realdocs/<site>/index``; only the questions of
+  ``--split`` (``test`` to report, ``dev`` to tune; ``all``);
+- the older sets ``skylark``, ``fixture``, ``pkgdocs``, ``anchored-docs``
+  (``tests/bench/data/<set>-questions.jsonl``), each corpus built into
+  ``--work`` on the first run.
 
-- answered: share of answerable questions that got an answer;
-- refused: share of unanswerable questions that abstained;
-- fact hit: share of answerable questions whose answer contains a fact;
-- fact|ans: the same among the answered ones;
-- gold: share of answered questions whose first sentence cites a gold section;
-- sents / chars: mean length of an answer;
-- p50 / p95 ms: latency of the answer step alone (retrieval excluded; the
-  question's vector comes from retrieval, as in the query function), and the
-  CPU time it took (all threads; steadier than wall time on a busy machine).
+Columns, per set and answerer:
+
+- answered: share of the answerable questions that got an answer;
+- refused: share of the unanswerable questions that got none;
+- fact: share of the answerable questions (with facts) whose answer text
+  contains one of its facts (whitespace-normalised);
+- gold: share of the answered answerable questions whose first citation is a
+  gold section;
+- zh@10: share of the Chinese questions with a gold section among the first
+  10 retrieved sections;
+- ask p50 / p95 ms: retrieval plus answer, as the ``/v1/ask`` route does it
+  (HTTP excluded), on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchored_query.citations import renumber, verify
+sys.path.insert(0, str(Path(__file__).parent))
+import baseline_extractive
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.prompt import estimate_tokens
-from anchored_query.retrieval import Retriever
-from anchored_query.types import Passage
+from anchored_query.retrieval import Ranking, Retriever
+from anchored_query.types import Passage, Turn
 
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import read_index
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
-SETS = ("skylark", "fixture", "pkgdocs", "anchored-docs")
+REALDOCS = ("mkdocs", "httpx", "material", "anchored")
+REALDOCS_OUT = Path("/tmp/anchored-bench/realdocs")
+OLDER = ("skylark", "fixture", "pkgdocs", "anchored-docs")
+SETS = tuple(f"realdocs:{s}" for s in REALDOCS) + OLDER
 DEV_SETS = ("skylark", "fixture", "pkgdocs")
-# The answerer before sentence embeddings, answer types and table rows, and the
-# similarity floor it was used with.
-BASELINE_REV = "1a75801"
-BASELINE_FLOOR = {"all-MiniLM-L6-v2": 0.29}
 PKG_DOCS = ("python-dotenv", "xmltodict", "cfn-lint")
 
 PKG_MKDOCS = """site_name: Package docs
@@ -145,89 +140,82 @@ def build_corpus(name: str, work: Path, rebuild: bool = False) -> Path:
     return index
 
 
-def load_set(name: str) -> list[dict[str, Any]]:
-    path = DATA / f"{name}-questions.jsonl"
-    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+def load_set(name: str, split: str = "all") -> list[dict[str, Any]]:
+    """The questions of set ``name`` (``realdocs:<site>`` or an older set's name)."""
+    if name.startswith("realdocs:"):
+        path = DATA / "realdocs" / f"{name.split(':', 1)[1]}.jsonl"
+    else:
+        path = DATA / f"{name}-questions.jsonl"
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return [r for r in rows if split == "all" or r.get("split", split) == split]
+
+
+def index_of(name: str, work: Path, rebuild: bool = False) -> Path:
+    """The index folder of set ``name`` (built on first use for the older sets)."""
+    if name.startswith("realdocs:"):
+        index = REALDOCS_OUT / name.split(":", 1)[1] / "index"
+        if not (index / "manifest.json").exists():
+            raise SystemExit(f"no index at {index}: run python tests/bench/realdocs.py first")
+        return index
+    return build_corpus(name, work, rebuild)
 
 
 def load_retriever(index: Path) -> tuple[Retriever, str]:
     idx = read_index(index)
-    return Retriever(idx, Embedder(ModelSpec.from_dir(idx.model_dir))), idx.manifest["model"][
-        "name"
-    ]
+    model = idx.manifest["model"]["name"]
+    return Retriever(idx, Embedder(ModelSpec.from_dir(idx.model_dir))), model
 
 
-def retrieve(retriever: Retriever, question: str) -> tuple[list[Passage], float, Any]:
-    """The passages, best similarity and question vector the query function answers from."""
-    hits = retriever.rank([question])
+def history_of(row: dict[str, Any]) -> list[Turn]:
+    return [Turn(t["role"], t["content"]) for t in row.get("history") or []]
+
+
+def retrieve(
+    retriever: Retriever, question: str, history: Sequence[Turn] = ()
+) -> tuple[list[Passage], Ranking]:
+    """The passages and ranking ``/v1/ask`` answers from (variants as the engine makes them)."""
+    variants = [question]
+    last_user = [t.content for t in history if t.role == "user"][-1:]
+    variants += [f"{q} {question}" for q in last_user]
+    hits = retriever.rank(variants)
     passages = retriever.passages(
         hits,
         token_budget=4000,
         max_passages=EXTRACTIVE_PASSAGES,
         estimate_tokens=estimate_tokens,
     )
-    return passages, hits.best_similarity, hits.query_vector
+    return passages, hits
 
 
-def baseline_module(rev: str) -> types.ModuleType:
-    """``anchored_query/extractive.py`` as it was at ``rev``, as a module of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:lambda/anchored_query/extractive.py"],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp(prefix="anchored-baseline-")) / "extractive_baseline.py"
-    path.write_text(source, "utf-8")
-    spec = importlib.util.spec_from_file_location("extractive_baseline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+Answerer = Callable[[dict[str, Any], list[Passage], Ranking, Retriever, str], dict[str, Any]]
 
 
-Answerer = Callable[[str, list[Passage], float, str, Embedder, Any], dict[str, Any]]
+def before(
+    row: dict[str, Any], passages: list[Passage], hits: Ranking, retriever: Retriever, model: str
+) -> dict[str, Any]:
+    """Today's answerer (frozen copy), as the engine called it."""
+    return baseline_extractive.answer_extractive(
+        row["question"],
+        passages,
+        similarity=hits.best_similarity,
+        model=model,
+        embedder=retriever.embedder,
+        question_vector=hits.query_vector,
+    )
 
 
-def baseline_answerer(rev: str) -> Answerer:
-    module = baseline_module(rev)
-
-    def answer(
-        question: str,
-        passages: list[Passage],
-        similarity: float,
-        model: str,
-        embedder: Embedder,
-        vector: Any,
-    ) -> dict[str, Any]:
-        result = module.answer_extractively(question, passages)
-        by_n = {p.n: p for p in passages}
-        if result.abstained or similarity < BASELINE_FLOOR.get(model, 0.0):
-            return {"answer": [], "citations": [], "abstained": True}
-        verified = verify(result.sentences, by_n)
-        answer_items, citations = renumber(verified, by_n)
-        return {"answer": answer_items, "citations": citations, "abstained": verified.abstained}
-
-    return answer
-
-
-def current_answerer(
-    question: str,
-    passages: list[Passage],
-    similarity: float,
-    model: str,
-    embedder: Embedder,
-    vector: Any,
+def after(
+    row: dict[str, Any], passages: list[Passage], hits: Ranking, retriever: Retriever, model: str
 ) -> dict[str, Any]:
     return answer_extractive(
-        question,
+        row["question"],
         passages,
-        similarity=similarity,
+        similarity=hits.best_similarity,
         model=model,
-        embedder=embedder,
-        question_vector=vector,
+        embedder=retriever.embedder,
+        question_vector=hits.query_vector,
+        index=retriever.index,
+        history=history_of(row),
     )
 
 
@@ -237,20 +225,41 @@ class Tally:
     answered: int = 0
     unanswerable: int = 0
     refused: int = 0
+    with_facts: int = 0
     fact_hits: int = 0
     gold_first: int = 0
-    sentences: list[int] = field(default_factory=list)
-    chars: list[int] = field(default_factory=list)
+    zh: int = 0
+    zh_top10: int = 0
     times: list[float] = field(default_factory=list)
-    cpu: list[float] = field(default_factory=list)
 
 
 def norm(text: str) -> str:
-    return " ".join(text.casefold().split())
+    return " ".join(text.split())
+
+
+def top_sections(retriever: Retriever, hits: Ranking, k: int = 10) -> list[str]:
+    out: list[str] = []
+    for hit in hits:
+        parent = str(retriever.index.chunks[hit.row]["parent"])
+        if parent not in out:
+            out.append(parent)
+        if len(out) >= k:
+            break
+    return out
+
+
+def gold_ids(row: dict[str, Any]) -> set[str]:
+    """Gold refs as section ids (``page/#anchor`` -> ``page/#anchor``; ``#x`` -> ``#x``)."""
+    return {str(ref) for ref in row["gold_refs"]}
+
+
+def url_to_id(url: str) -> str:
+    page, _, anchor = url.partition("#")
+    return f"{page}#{anchor}"
 
 
 def score(row: dict[str, Any], payload: dict[str, Any], tally: Tally) -> dict[str, Any]:
-    text = " ".join(s["text"] for s in payload["answer"])
+    text = norm(" ".join(s["text"] for s in payload["answer"]))
     abstained = bool(payload["abstained"])
     detail: dict[str, Any] = {
         "abstained": abstained,
@@ -261,17 +270,17 @@ def score(row: dict[str, Any], payload: dict[str, Any], tally: Tally) -> dict[st
         tally.refused += abstained
         return detail
     tally.answerable += 1
+    facts = row.get("facts") or []
+    tally.with_facts += bool(facts)
     if abstained:
         return detail
     tally.answered += 1
-    hit = any(norm(f) in norm(text) for f in row.get("facts", []))
+    hit = any(norm(f) in text for f in facts)
     tally.fact_hits += hit
     by_n = {c["n"]: c["url"] for c in payload["citations"]}
     first = [by_n[n] for n in payload["answer"][0]["citations"] if n in by_n]
-    gold = any(u in row["gold_refs"] for u in first)
+    gold = any(url_to_id(u) in gold_ids(row) for u in first)
     tally.gold_first += gold
-    tally.sentences.append(len(payload["answer"]))
-    tally.chars.append(len(text))
     detail.update(fact_hit=hit, gold=gold, cited=first)
     return detail
 
@@ -287,15 +296,12 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def row_of(name: str, label: str, t: Tally) -> str:
+def row_of(name: str, label: str, t: Tally, n: int) -> str:
     return (
-        f"| {name} | {label} | {pct(t.answered, t.answerable)} | {pct(t.refused, t.unanswerable)} "
-        f"| {pct(t.fact_hits, t.answerable)} | {pct(t.fact_hits, t.answered)} "
-        f"| {pct(t.gold_first, t.answered)} "
-        f"| {statistics.fmean(t.sentences) if t.sentences else 0:.1f} "
-        f"| {statistics.fmean(t.chars) if t.chars else 0:.0f} "
-        f"| {quantile(t.times, 0.5):.1f} | {quantile(t.times, 0.95):.1f} "
-        f"| {quantile(t.cpu, 0.5):.1f} |"
+        f"| {name} | {n} | {label} | {pct(t.answered, t.answerable)} "
+        f"| {pct(t.refused, t.unanswerable)} | {pct(t.fact_hits, t.with_facts)} "
+        f"| {pct(t.gold_first, t.answered)} | {pct(t.zh_top10, t.zh)} "
+        f"| {quantile(t.times, 0.5):.0f} | {quantile(t.times, 0.95):.0f} |"
     )
 
 
@@ -303,52 +309,61 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--sets", default=",".join(SETS))
+    p.add_argument("--sets", default="realdocs,older", help="names, 'realdocs', 'older'")
+    p.add_argument("--split", default="test", choices=("dev", "test", "all"))
     p.add_argument("--work", default="/tmp/anchored-bench/extractive")
-    p.add_argument("--baseline", default=BASELINE_REV, help="git revision to compare with")
     p.add_argument("--no-baseline", action="store_true")
     p.add_argument("--rebuild", action="store_true")
     p.add_argument("--dump", default=None, help="write every answer to this JSON Lines file")
     args = p.parse_args()
 
-    answerers: dict[str, Answerer] = {}
-    if not args.no_baseline:
-        answerers[f"before ({args.baseline})"] = baseline_answerer(args.baseline)
-    answerers["after"] = current_answerer
+    names: list[str] = []
+    for part in args.sets.split(","):
+        if part == "realdocs":
+            names += [f"realdocs:{s}" for s in REALDOCS]
+        elif part == "older":
+            names += list(OLDER)
+        elif part:
+            names.append(part)
+    answerers: dict[str, Answerer] = {} if args.no_baseline else {"before": before}
+    answerers["after"] = after
     work = Path(args.work)
     dump = open(args.dump, "w", encoding="utf-8") if args.dump else None  # noqa: SIM115
     lines = []
-    for name in args.sets.split(","):
-        index = build_corpus(name, work, args.rebuild)
-        retriever, model = load_retriever(index)
-        rows = load_set(name)
+    for name in names:
+        retriever, model = load_retriever(index_of(name, work, args.rebuild))
+        split = args.split if name.startswith("realdocs:") else "all"
+        rows = load_set(name, split)
         tallies = {label: Tally() for label in answerers}
-        retriever.rank(["warm up"])  # first-call costs are not the answerer's
+        retriever.rank(["warm up"])  # first-call costs are not the answer's
         for row in rows:
-            passages, similarity, vector = retrieve(retriever, row["question"])
             for label, answer in answerers.items():
-                t0, c0 = time.perf_counter(), time.process_time()
-                payload = answer(
-                    row["question"], passages, similarity, model, retriever.embedder, vector
-                )
+                t0 = time.perf_counter()
+                passages, hits = retrieve(retriever, row["question"], history_of(row))
+                payload = answer(row, passages, hits, retriever, model)
                 elapsed = (time.perf_counter() - t0) * 1000
-                tallies[label].times.append(elapsed)
-                tallies[label].cpu.append((time.process_time() - c0) * 1000)
-                detail = score(row, payload, tallies[label])
+                tally = tallies[label]
+                tally.times.append(elapsed)
+                if row.get("lang") == "zh" and row["answerable"]:
+                    tally.zh += 1
+                    tally.zh_top10 += bool(gold_ids(row) & set(top_sections(retriever, hits)))
+                detail = score(row, payload, tally)
                 if dump:
                     record = {"set": name, "answerer": label, "qid": row["qid"]}
-                    record.update(question=row["question"], similarity=round(similarity, 3))
+                    record.update(question=row["question"], answerable=row["answerable"])
+                    record.update(facts=row.get("facts"), gold=row["gold_refs"])
                     record.update(detail, ms=round(elapsed, 1))
                     dump.write(json.dumps(record, ensure_ascii=False) + "\n")
         for label, tally in tallies.items():
-            lines.append(row_of(name, label, tally))
+            lines.append(row_of(name, label, tally, len(rows)))
     if dump:
         dump.close()
+    print(f"\nsplit of the realdocs sets: {args.split}")
     print(
-        "\n| set | answerer | answered | refused | fact hit | fact/ans | gold | sents "
-        "| chars | p50 ms | p95 ms | CPU p50 ms |"
+        "\n| set | questions | answerer | answered | refused | fact | gold | zh@10 "
+        "| ask p50 ms | ask p95 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 

@@ -1,102 +1,134 @@
-"""Calibrate when the extractive answerer abstains, across corpora.
+"""Calibrate when the extractive answerer refuses, across corpora.
 
-    python tests/bench/calibrate_abstention.py [--work DIR] [--scifact-index DIR]
-        [--claims 100] [--max-false-answer-rate 0.1] [--check anchored-docs]
+    python tests/bench/calibrate_abstention.py [--work DIR] [--max-false-answer-rate 0.1]
+        [--swapped 12] [--dump FILE]
 
-The query function answers extractively only when both signals clear their
-bar: the answerer's blended confidence (its best sentence's term coverage and
-semantic similarity, ``answer_extractively(...).confidence``) must reach
-``BLENDED_MIN_SCORE``, and the question's best cosine to a chunk in scope
-(``Ranking.best_similarity``) must reach the model's ``RELEVANCE_FLOOR``.
+The answerer refuses when the probability that the docs answer
+(``anchored_query.evidence.probability_answerable``: a logistic model over
+retrieval evidence) is under the model's threshold. This script fits that
+model and chooses the threshold.
 
-Questions come from the development sets of ``bench_extractive.py`` (skylark,
-fixture, pkgdocs: answerable questions, and unanswerable ones — near misses on
-the corpus's own topic and off-topic ones), and from BEIR SciFact rendered as a
-site (the index ``bench_retrieval.py`` builds) for swapped questions: SciFact
-claims asked of each development corpus, and every development question asked
-of SciFact, have no answer there. Each is retrieved and answered as the query
-function does (``min_score=0``, so the confidence is always reported).
+Questions: every corpus of ``bench_extractive.py`` — the realdocs sites
+(MkDocs, HTTPX, Material for MkDocs, this project's docs; their ``dev``
+questions fit, their ``test`` questions are only reported) and the older
+development sets (skylark, fixture, pkgdocs; all fit) — in three families:
 
-The pair (floor, threshold) is chosen on a grid: for each floor, the lowest
-threshold at which at most ``--max-false-answer-rate`` of the unanswerable
-questions get an answer, in each family separately (unanswerable questions in
-their own corpus; swapped questions); of those pairs, the one that answers the
-most answerable development questions (ties: fewer false answers, then the
-higher floor). ``--check`` sets are only reported, never used to choose: the
-held-out check is this project's own docs (``anchored-docs``).
+- answerable questions in their own corpus (label 1);
+- unanswerable ones in their own corpus: near misses, the docs are silent
+  (label 0);
+- swapped: ``--swapped`` answerable questions of each corpus asked of every
+  corpus of another topic (label 0). Corpora of one topic (MkDocs and its
+  theme, this project's docs, the fixture sites) are not swapped with each
+  other: their questions may well be answered there.
+
+Each is retrieved and answered as the query function does (with
+``min_confidence=0``, so the evidence is always reported). The logistic model
+is fitted by Newton's method with a small L2 penalty, each family weighted
+equally; the threshold is the lowest at which at most
+``--max-false-answer-rate`` of each family of unanswerable fitting questions
+get an answer. Printed: the coefficients and threshold to put into
+``evidence.py``, and per group the share answered with them.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.engine import RELEVANCE_FLOOR
-from anchored_query.extractive import BLENDED_MIN_SCORE, answer_extractively
-from beir_site import DEFAULT_BEIR, load_qrels, load_queries
-from bench_extractive import DEV_SETS, build_corpus, load_retriever, load_set, retrieve
+from anchored_query.evidence import FEATURES
+from anchored_query.extractive import answer_extractively
+from anchored_query.retrieval import Retriever
+from bench_extractive import REALDOCS, history_of, index_of, load_retriever, load_set, retrieve
+
+CORPORA = (*(f"realdocs:{s}" for s in REALDOCS), "skylark", "fixture", "pkgdocs")
+TOPIC = {
+    "realdocs:mkdocs": "mkdocs",
+    "realdocs:material": "mkdocs",
+    "realdocs:anchored": "mkdocs",
+    "fixture": "mkdocs",
+    "realdocs:httpx": "httpx",
+    "skylark": "skylark",
+    "pkgdocs": "pkgdocs",
+}
 
 
 @dataclass
-class Group:
-    """Questions asked of one corpus, with both signals per question."""
-
-    name: str
-    answerable: bool
-    family: str  # "answerable", "unanswerable" (own corpus) or "swapped"
-    used: bool  # chooses the thresholds (False: --check sets and SciFact's claims)
-    signals: list[tuple[float, float]]  # (confidence, best similarity)
+class Sample:
+    corpus: str
+    family: str  # answerable, unanswerable, swapped
+    fit: bool
+    x: list[float]
+    qid: str
 
 
-def signals(index: Path, questions: Sequence[str]) -> list[tuple[float, float]]:
-    retriever, model = load_retriever(index)
-    out = []
-    for q in questions:
-        passages, similarity, vector = retrieve(retriever, q)
-        result = answer_extractively(
-            q,
-            passages,
-            min_score=0.0,
-            embedder=retriever.embedder,
-            model=model,
-            question_vector=vector,
-        )
-        out.append((result.confidence, similarity))
+def collect(work: Path, swapped: int) -> list[Sample]:
+    questions = {c: load_set(c) for c in CORPORA}
+    out: list[Sample] = []
+    for corpus in CORPORA:
+        retriever, model = load_retriever(index_of(corpus, work))
+
+        def evidence(
+            row: dict[str, object], retriever: Retriever = retriever, model: str = model
+        ) -> list[float]:
+            question = str(row["question"])
+            history = history_of(row)  # type: ignore[arg-type]
+            passages, hits = retrieve(retriever, question, history)
+            result = answer_extractively(
+                question,
+                passages,
+                index=retriever.index,
+                embedder=retriever.embedder,
+                model=model,
+                question_vector=hits.query_vector,
+                similarity=hits.best_similarity,
+                history=history,
+                min_confidence=0.0,
+            )
+            return result.evidence.vector() if result.evidence else [0.0] * len(FEATURES)
+
+        for row in questions[corpus]:
+            fit = row.get("split", "dev") == "dev"
+            family = "answerable" if row["answerable"] else "unanswerable"
+            out.append(Sample(corpus, family, fit, evidence(row), str(row["qid"])))
+        for other in CORPORA:
+            if TOPIC[other] == TOPIC[corpus]:
+                continue
+            rows = [r for r in questions[other] if r["answerable"] and not r.get("history")]
+            for row in rows[:swapped]:
+                fit = row.get("split", "dev") == "dev"
+                x = evidence(row)
+                out.append(Sample(corpus, "swapped", fit, x, f"{other}/{row['qid']}"))
+        print(f"{corpus}: done", file=sys.stderr)
     return out
 
 
-def answered(values: list[tuple[float, float]], threshold: float, floor: float) -> int:
-    return sum(c >= threshold and s >= floor for c, s in values)
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 0.01) -> np.ndarray:
+    """Weighted L2-penalised logistic regression by Newton's method; intercept first."""
+    a = np.hstack([np.ones((len(x), 1)), x])
+    beta = np.zeros(a.shape[1])
+    penalty = np.full(a.shape[1], l2)
+    penalty[0] = 0.0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-np.clip(a @ beta, -30, 30)))
+        grad = a.T @ (w * (p - y)) + penalty * beta
+        hess = (a * (w * p * (1 - p))[:, None]).T @ a + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta
 
 
-def choose(groups: list[Group], rate: float) -> tuple[float, float]:
-    """(threshold, floor): see the module docstring."""
-    positives = [v for g in groups if g.used and g.family == "answerable" for v in g.signals]
-    families = {
-        f: [v for g in groups if g.used and g.family == f for v in g.signals]
-        for f in ("unanswerable", "swapped")
-    }
-    best: tuple[int, int, float, float, float] | None = None
-    for step in range(0, 61):
-        floor = step / 100
-        threshold = 0.0
-        for values in families.values():
-            passing = sorted((c for c, s in values if s >= floor), reverse=True)
-            allowed = int(rate * len(values))
-            if len(passing) > allowed:
-                threshold = max(threshold, round(passing[allowed] + 1e-4, 4))
-        hits = answered(positives, threshold, floor)
-        false = sum(answered(v, threshold, floor) for v in families.values())
-        key = (hits, -false, floor, threshold, floor)
-        if best is None or key[:3] > best[:3]:
-            best = key
-    assert best is not None
-    return best[3], best[4]
+def probability(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
+    z = beta[0] + x @ beta[1:]
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+    return out
 
 
 def main() -> None:
@@ -104,61 +136,52 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--work", default="/tmp/anchored-bench/extractive")
-    p.add_argument("--scifact-index", default="/tmp/anchored-bench/scifact/.anchored/index")
-    p.add_argument("--beir", default=str(DEFAULT_BEIR))
-    p.add_argument("--claims", type=int, default=100)
     p.add_argument("--max-false-answer-rate", type=float, default=0.1)
-    p.add_argument("--check", default="anchored-docs", help="held-out sets, comma-separated")
+    p.add_argument("--swapped", type=int, default=12)
+    p.add_argument("--dump", default=None, help="write the samples to this JSON Lines file")
+    p.add_argument("--load", default=None, help="read samples written by --dump")
     args = p.parse_args()
 
-    work = Path(args.work)
-    beir = Path(args.beir)
-    queries = load_queries(beir)
-    claims = [queries[q] for q in sorted(load_qrels(beir)) if q in queries][: args.claims]
-    scifact = Path(args.scifact_index)
-    if not (scifact / "manifest.json").exists():
-        raise SystemExit(f"no SciFact index at {scifact}: run bench_retrieval.py first")
+    if args.load:
+        samples = [Sample(**json.loads(line)) for line in Path(args.load).read_text().splitlines()]
+    else:
+        samples = collect(Path(args.work), args.swapped)
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as f:
+            for s in samples:
+                f.write(json.dumps(s.__dict__) + "\n")
 
-    groups: list[Group] = []
-    checks = [s for s in args.check.split(",") if s]
-    for name in (*DEV_SETS, *checks):
-        used = name in DEV_SETS
-        index = build_corpus(name, work)
-        rows = load_set(name)
-        ok = [r["question"] for r in rows if r["answerable"]]
-        no = [r["question"] for r in rows if not r["answerable"]]
-        every = [r["question"] for r in rows]
-        groups += [
-            Group(f"{name}: answerable", True, "answerable", used, signals(index, ok)),
-            Group(f"{name}: unanswerable", False, "unanswerable", used, signals(index, no)),
-            Group(f"{name}: SciFact claims", False, "swapped", used, signals(index, claims)),
-            Group(f"SciFact: {name} questions", False, "swapped", used, signals(scifact, every)),
-        ]
-    groups.append(Group("SciFact: claims", True, "answerable", False, signals(scifact, claims)))
-
-    threshold, floor = choose(groups, args.max_false_answer_rate)
-    model = "all-MiniLM-L6-v2"
-    in_use = (BLENDED_MIN_SCORE, RELEVANCE_FLOOR.get(model, 0.0))
-    print(
-        f"\nchosen: confidence >= {threshold:.3f} and similarity >= {floor:.2f} "
-        f"(at most {args.max_false_answer_rate:.0%} of each family of unanswerable "
-        f"development questions answered); in use: {in_use[0]:.3f} and {in_use[1]:.2f}\n"
-    )
-    print(
-        "| questions | used | n | median confidence | median similarity "
-        "| answered: in use | answered: chosen |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for g in groups:
-        n = len(g.signals)
-        conf = statistics.median(c for c, _ in g.signals) if n else 0.0
-        sim = statistics.median(s for _, s in g.signals) if n else 0.0
-        now = answered(g.signals, *in_use)
-        new = answered(g.signals, threshold, floor)
-        print(
-            f"| {g.name} | {'yes' if g.used else 'no'} | {n} | {conf:.2f} | {sim:.2f} "
-            f"| {now / n if n else 0:.0%} | {new / n if n else 0:.0%} |"
+    fit = [s for s in samples if s.fit]
+    x = np.array([s.x for s in fit])
+    y = np.array([1.0 if s.family == "answerable" else 0.0 for s in fit])
+    counts = {f: sum(s.family == f for s in fit) for f in ("answerable", "unanswerable", "swapped")}
+    # Answerable questions weigh as much as both families of unanswerable ones together.
+    share = {"answerable": 0.5, "unanswerable": 0.25, "swapped": 0.25}
+    w = np.array([share[s.family] * len(fit) / counts[s.family] for s in fit])
+    beta = fit_logistic(x, y, w)
+    prob = probability(beta, x)
+    threshold = 0.0
+    for family in ("unanswerable", "swapped"):
+        values = sorted(
+            (float(pr) for pr, s in zip(prob, fit, strict=True) if s.family == family), reverse=True
         )
+        allowed = int(args.max_false_answer_rate * len(values))
+        if len(values) > allowed:
+            threshold = max(threshold, values[allowed] + 1e-4)
+    coefficients = ", ".join(f"{b:.3f}" for b in beta)
+    print(f"\nfeatures: {', '.join(FEATURES)}")
+    print(f"coefficients (intercept first): ({coefficients})")
+    print(f"threshold: {threshold:.4f}\n")
+    print("| corpus | family | fit | n | answered |")
+    print("|---|---|---|---|---|")
+    groups: dict[tuple[str, str, bool], list[float]] = {}
+    for s in samples:
+        pr = float(probability(beta, np.array([s.x]))[0])
+        groups.setdefault((s.corpus, s.family, s.fit), []).append(pr)
+    for (corpus, family, is_fit), values in sorted(groups.items()):
+        answered = sum(v >= threshold for v in values) / len(values)
+        used = "yes" if is_fit else "no"
+        print(f"| {corpus} | {family} | {used} | {len(values)} | {answered:.0%} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,125 @@
+"""Do the docs answer this question? Retrieval evidence and a calibrated model of it.
+
+The extractive answerer refuses only when the docs are silent. That is
+decided from signals that mean the same on any site, not from one sentence
+repeating the question's words:
+
+- ``similarity``: the best cosine between the question and a chunk in scope;
+- ``margin``: how far the best chunk stands out of the 20 best (a question the
+  docs answer has a few chunks far above the rest; an off-topic one a flat
+  top);
+- ``coverage``: the share of the question's IDF weight (the index's IDF) that
+  the best BM25 chunk holds — rare, specific terms count, context words little;
+- ``agreement``: the best dense chunk's BM25 score relative to the best BM25
+  score (dense and lexical retrieval point at the same place);
+- ``unknown``: the share of the question's terms the index has never seen
+  (after spelling correction; CJK terms not counted);
+- ``lexical`` / ``cosine``: how well the best unit the answerer found matches.
+
+:func:`probability_answerable` is a logistic model over these, fitted per
+embedding model by ``tests/bench/calibrate_abstention.py`` on question sets of
+several corpora (answerable questions; near-miss unanswerable ones in their
+own corpus; questions swapped between corpora), with the threshold in
+:data:`THRESHOLDS` chosen there so that at most 10% of each family of
+unanswerable development questions get an answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from build_index.index_format import Index
+from build_index.tokenizer import tokenize
+
+__all__ = ["COEFFICIENTS", "THRESHOLDS", "Evidence", "gather_evidence", "probability_answerable"]
+
+FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical", "cosine")
+
+# Logistic coefficients (intercept first, then FEATURES) per model; "" is the
+# fallback for a model never calibrated (no dense evidence: lexical only).
+COEFFICIENTS: dict[str, tuple[float, ...]] = {
+    "all-MiniLM-L6-v2": (-4.886, 5.719, 3.810, 0.257, -0.253, -2.535, 1.425, 2.896),
+    "": (-2.5, 0.0, 0.0, 3.0, 1.0, -2.0, 3.0, 0.0),
+}
+THRESHOLDS: dict[str, float] = {"all-MiniLM-L6-v2": 0.7443, "": 0.5}
+_TOP = 20
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The signals of the module docstring for one question."""
+
+    similarity: float
+    margin: float
+    coverage: float
+    agreement: float
+    unknown: float
+    lexical: float
+    cosine: float
+
+    def vector(self) -> list[float]:
+        values = asdict(self)
+        return [float(values[name]) for name in FEATURES]
+
+
+def gather_evidence(
+    question: str,
+    weights: Mapping[str, float],
+    *,
+    index: Index | None,
+    question_vector: npt.NDArray[np.float32] | None,
+    similarity: float | None,
+    best_lexical: float,
+    best_cosine: float | None,
+) -> Evidence:
+    """The evidence for ``question`` (``weights``: its terms' IDF, spelling corrected)."""
+    sim = similarity if similarity is not None else 0.0
+    margin = coverage = agreement = unknown = 0.0
+    if index is not None and len(index.chunks):
+        # Terms in a script the index may not hold at all (a Chinese question on
+        # English docs) say nothing about whether the docs answer it.
+        own = {t for t in tokenize(question) if not _CJK.search(t)}
+        if own:
+            known = sum(1 for t in own if t in index.bm25.vocab or t in weights)
+            unknown = 1.0 - known / len(own)
+        lexical_scores = index.bm25.score(list(weights)) if weights else None
+        dense = index.dense_scores(question_vector) if question_vector is not None else None
+        if dense is not None:
+            k = min(_TOP, len(dense))
+            top = np.sort(np.partition(-dense, k - 1)[:k])
+            best = -float(top[0])
+            if similarity is None:
+                sim = best
+            margin = best - float(np.mean(-top))
+        if lexical_scores is not None and float(lexical_scores.max()) > 0:
+            row = int(np.argmax(lexical_scores))
+            terms = set(tokenize(str(index.chunks[row]["text"])))
+            total = sum(weights.values()) or 1.0
+            coverage = sum(w for t, w in weights.items() if t in terms) / total
+            if dense is not None:
+                agreement = float(lexical_scores[int(np.argmax(dense))] / lexical_scores[row])
+    return Evidence(
+        similarity=round(sim, 4),
+        margin=round(margin, 4),
+        coverage=round(coverage, 4),
+        agreement=round(agreement, 4),
+        unknown=round(unknown, 4),
+        lexical=round(best_lexical, 4),
+        cosine=round(best_cosine if best_cosine is not None else 0.0, 4),
+    )
+
+
+def probability_answerable(evidence: Evidence, model: str) -> float:
+    """The calibrated probability that the docs answer (see the module docstring)."""
+    coefficients = COEFFICIENTS.get(model, COEFFICIENTS[""])
+    z = coefficients[0] + sum(
+        w * x for w, x in zip(coefficients[1:], evidence.vector(), strict=True)
+    )
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))

@@ -1,0 +1,238 @@
+"""A section as the units a quote is made of, and the quote's items.
+
+The index keeps a section's complete visible text, one line per paragraph,
+list item or table row (a code block's lines as they are), and its chunks
+with their type (``text``, ``list``, ``table``, ``code``, ``admonition``) and
+offsets into that text. :func:`section_units` turns a section into *units*:
+
+- ``row``: one table row (a line of a ``table`` chunk), with its ``header``;
+- ``header``: a table's header row (the first line of a table);
+- ``code``: a run of code lines — every line of a ``code`` chunk, and in other
+  chunks (small code blocks are merged into the prose around them) the lines
+  that only code has: leading indentation or a double space (prose lines are
+  whitespace-normalised), a prompt (``$``, ``>>>``), a comment line, an
+  assignment or a call, a ``key: value`` line, or a line with as many symbols
+  as a line of code has;
+- ``prose``: everything else (a paragraph or a list item).
+
+:func:`render` makes answer items of a window of units: prose as it is, a
+code run as one fenced block with its language guessed from its lines, table
+rows as ``header cell: value`` pairs (so "default: false" reads as it means).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Unit", "guess_language", "looks_like_code", "render", "section_units"]
+
+UnitKind = Literal["prose", "code", "row", "header"]
+
+
+@dataclass
+class Unit:
+    """One quotable piece of a section: ``section_text[start:end]``."""
+
+    kind: UnitKind
+    start: int
+    end: int
+    text: str
+    header: str = ""  # a row's table header line
+    index: int = 0  # position in the section
+    terms: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def lead_in(self) -> bool:
+        """A line that introduces what follows ("Run this:")."""
+        return self.kind == "prose" and self.text.rstrip().endswith((":", "："))
+
+
+_PROMPT = re.compile(r"^(?:\$ |>>> |\.\.\. |# |// |-- |#!|%\s)")
+_ASSIGN_OR_CALL = re.compile(
+    r"^[\w.\[\]'\"]+\s*(?:[-+*/|]?=)\s*\S|^[\w.]+\([^)]*\)?[,;]?$|^(?:await|return|yield) \S|"
+    r"^(?:import|from|def|class|async def|with|for|while|if|elif|else|try|except|"
+    r"finally)\b[^.!?]*:?$|^(?:const|let|var|function|export|fn|pub|func)\s"
+)
+_KEY_VALUE = re.compile(r"^-?\s*[\"']?[\w.-]+[\"']?\s*[:=]\s*(?:\S.{0,60})?$")
+_BRACKETS = re.compile(r"^[\[\]{}()<>]+[,;]?$|[{;]$|^[}\])]")
+_RULE = re.compile(r"^(?:-{3,}|\+{3,}|={3,}|\.{3})$")
+_SYMBOLS = frozenset("{}[]()<>=;$|\\/`\"'#*&%@^~_")
+_TERMINAL = (".", "!", "?", "。", "！", "？", "…")
+_COMMANDS = re.compile(
+    r"^(?:pipx?3?|npm|npx|yarn|pnpm|git|docker|python3?|mkdocs|brew|apt|apt-get|yum|dnf"
+    r"|conda|uv|poetry|cargo|go|make|curl|wget|sudo|kubectl|httpx|anchored|export|cd)\s"
+)
+
+
+def looks_like_code(line: str) -> bool:
+    """True for a line only code has (see the module docstring)."""
+    return _code_evidence(line) > 0
+
+
+def _code_evidence(line: str) -> int:
+    """2: only code looks like this; 1: code or a label ("default: false"); 0: prose."""
+    if not line.strip():
+        return 0
+    if line[0].isspace() or "  " in line.strip() or "\t" in line:
+        return 2
+    body = line.strip()
+    words = body.split()
+    if _PROMPT.match(body) or _BRACKETS.search(body):
+        return 2
+    if _RULE.match(body):
+        return 1  # "---" opens YAML front matter (or is a rule)
+    if body.endswith(_TERMINAL) and len(words) >= 5:
+        return 0
+    if _ASSIGN_OR_CALL.match(body) or (_COMMANDS.match(body) and len(words) <= 12):
+        return 2
+    if _KEY_VALUE.match(body) and len(words) <= 4 and not body.endswith((".", "?")):
+        return 1
+    visible = [ch for ch in body if not ch.isspace()]
+    return 1 if sum(ch in _SYMBOLS for ch in visible) / len(visible) > 0.25 else 0
+
+
+def section_units(text: str, chunks: Sequence[Mapping[str, Any]]) -> list[Unit]:
+    """The units of a section's ``text`` given its ``chunks`` (type, offsets, header)."""
+    kinds: list[tuple[int, int, str, str]] = sorted(
+        (int(c["offsets"][0]), int(c["offsets"][1]), str(c["type"]), str(c.get("header") or ""))
+        for c in chunks
+    )
+    lines: list[tuple[int, int, str]] = []
+    offset = 0
+    for line in text.split("\n"):
+        if line.strip():
+            lines.append((offset, offset + len(line), line))
+        offset += len(line) + 1
+    evidence = [_code_evidence(line) for _, _, line in lines]
+    units: list[Unit] = []
+    k = 0
+    table_header = ""
+    prev_type = ""
+    for n, (start, end, line) in enumerate(lines):
+        while k + 1 < len(kinds) and kinds[k][1] <= start:
+            k += 1
+        ctype, cheader = ("text", "")
+        if kinds and kinds[k][0] <= start < max(kinds[k][1], kinds[k][0] + 1):
+            ctype, cheader = kinds[k][2], kinds[k][3]
+        if ctype == "table":
+            if cheader:
+                table_header = cheader
+            elif prev_type != "table" or not table_header:
+                table_header = line.strip()
+                units.append(Unit("header", start, end, line.strip()))
+                prev_type = ctype
+                continue
+            units.append(Unit("row", start, end, line.strip(), header=table_header))
+        elif (ctype == "code" and not _sentence(line)) or _is_code(evidence, n):
+            if units and units[-1].kind == "code" and units[-1].end + 1 >= start:
+                last = units[-1]
+                last.end, last.text = end, text[last.start : end]
+            else:
+                units.append(Unit("code", start, end, line))
+        else:
+            units.append(Unit("prose", start, end, line.strip()))
+        prev_type = ctype
+    _bare_keys_open_code(units, text)
+    for i, u in enumerate(units):
+        u.index = i
+    return units
+
+
+def _sentence(line: str) -> bool:
+    """A prose sentence (a chunk typed ``code`` may still hold the line introducing it)."""
+    body = line.strip()
+    return (
+        not line[:1].isspace()
+        and _code_evidence(line) == 0
+        and len(body.split()) >= 5
+        and body.endswith((*_TERMINAL, ":", "："))
+    )
+
+
+def _is_code(evidence: list[int], n: int) -> bool:
+    """Code-only lines are code; a maybe-code line only next to another code line."""
+    if evidence[n] == 2:
+        return True
+    return evidence[n] == 1 and any(
+        0 <= m < len(evidence) and evidence[m] > 0 for m in (n - 1, n + 1)
+    )
+
+
+def _bare_keys_open_code(units: list[Unit], text: str) -> None:
+    """``plugins:`` before indented code is the code's first line, not prose."""
+    i = 0
+    while i + 1 < len(units):
+        u, nxt = units[i], units[i + 1]
+        if (
+            u.kind == "prose"
+            and nxt.kind == "code"
+            and re.fullmatch(r"[\w.\-\"']+:", u.text)
+            and nxt.start == u.end + 1
+        ):
+            nxt.start, nxt.text = u.start, text[u.start : nxt.end]
+            del units[i]
+            continue
+        i += 1
+
+
+def guess_language(code: str) -> str:
+    """The fence language of a code block, guessed from its lines ("text" when unsure)."""
+    lines = [line for line in code.split("\n") if line.strip()]
+    if not lines:
+        return "text"
+    first = lines[0].strip()
+    if first.startswith("$ ") or (_COMMANDS.match(first) and not first.startswith("python3 -c")):
+        return "bash"
+    if first.startswith(("{", "[{", '["')) and code.rstrip().endswith(("}", "]")):
+        return "json"
+    py = sum(
+        bool(
+            re.match(r"\s*(?:>>> |\.\.\. |import |from \S+ import |def |class |async |await )", x)
+            or re.search(r"\w\(.*\)\s*$", x)
+        )
+        for x in lines
+    )
+    keys = sum(bool(re.match(r"\s*-?\s*[\w.-]+:(?:\s|$)", x)) for x in lines)
+    items = sum(bool(re.match(r"\s*- \S", x)) for x in lines)
+    toml = sum(bool(re.match(r"\s*\[[\w.\"-]+\]\s*$|\s*[\w.-]+\s*=\s*\S", x)) for x in lines)
+    if py >= max(1, len(lines) // 3):
+        return "python"
+    if keys + items >= max(1, len(lines) // 2):
+        return "yaml"
+    if toml >= max(1, len(lines) // 2):
+        return "toml"
+    return "text"
+
+
+def render(window: Sequence[Unit]) -> list[str]:
+    """The answer items of a window of units (see the module docstring)."""
+    items: list[str] = []
+    for u in window:
+        if u.kind == "code":
+            body = _dedent(u.text)
+            fence = "````" if "```" in body else "```"
+            items.append(f"{fence}{guess_language(body)}\n{body}\n{fence}")
+        elif u.kind == "row":
+            items.append(_row_text(u))
+        elif u.kind == "prose":
+            items.append(u.text)
+    return items
+
+
+def _row_text(u: Unit) -> str:
+    cells = [c.strip() for c in u.text.split(" | ")]
+    names = [c.strip() for c in u.header.split(" | ")] if u.header else []
+    if len(names) != len(cells):
+        return u.text
+    pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(names, cells, strict=True)]
+    return "; ".join(p for p, cell in zip(pairs, cells, strict=True) if cell)
+
+
+def _dedent(code: str) -> str:
+    lines = code.split("\n")
+    indents = [len(x) - len(x.lstrip()) for x in lines if x.strip()]
+    cut = min(indents) if indents else 0
+    return "\n".join(x[cut:] for x in lines).strip("\n")
