@@ -401,6 +401,63 @@ def test_an_unreachable_llm_falls_back_too(qa_index: Path, tmp_path: Path) -> No
     assert body["mode"] == "extractive" and body["reason"] and body["answer"]
 
 
+# ---------------------------------------------------------------- a malformed manifest
+
+
+def _publish_raw_manifest(s3: S3Bucket, manifest: dict[str, Any]) -> None:
+    import hashlib
+
+    from build_index.publish import Pointer
+
+    raw = json.dumps(manifest).encode()
+    build_id = manifest["build_id"]
+    prefix = s3.url.removeprefix(f"s3://{s3.name}/")
+    key = f"builds/{build_id}/manifest.json"
+    s3.client.put_object(Bucket=s3.name, Key=f"{prefix}/{key}", Body=raw)
+    pointer = Pointer(build_id, key, hashlib.sha256(raw).hexdigest())
+    s3.client.put_object(Bucket=s3.name, Key=f"{prefix}/current.json", Body=pointer.to_json())
+
+
+@pytest.mark.parametrize("name", ["vectors\x00.npy", "a\nb", "\x00"])
+def test_a_control_character_in_a_manifest_file_name_is_a_503_with_back_off(
+    s3_env: S3Bucket, qa_index: Path, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import anchored_query.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "COLD_RETRY_BASE_S", 30.0)  # no retry within the test
+    s3 = s3_env
+    manifest = json.loads((qa_index / "manifest.json").read_text())
+    manifest["files"][name] = manifest["files"]["vectors.npy"]
+    _publish_raw_manifest(s3, manifest)
+    app = create_app(settings_for(s3.url, tmp_path))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        first = c.get("/v1/search", params={"q": "port"})
+        assert first.status_code == 503, first.text
+        assert first.json()["error"]["code"] == "index_unavailable"
+        assert int(first.headers["retry-after"]) >= 1
+        # The back-off: the next request within it fails fast without touching S3.
+        client, calls = s3.counting_client()
+        app.state.engine.source._client = client
+        again = c.get("/v1/health")
+        assert again.status_code == 503 and "retry-after" in again.headers
+        assert calls["GetObject"] == 0
+
+
+def test_a_control_character_in_a_local_manifest_file_name_is_a_503(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    local = tmp_path / "index"
+    shutil.copytree(qa_index, local)
+    manifest = json.loads((local / "manifest.json").read_text())
+    manifest["files"]["vectors\x00.npy"] = manifest["files"]["vectors.npy"]
+    (local / "manifest.json").write_text(json.dumps(manifest))
+    with TestClient(
+        create_app(settings_for(str(local), tmp_path)), raise_server_exceptions=False
+    ) as c:
+        response = c.get("/v1/search", params={"q": "port"})
+        assert response.status_code == 503 and "retry-after" in response.headers
+
+
 # ---------------------------------------------------------------- /tmp full
 
 
@@ -647,6 +704,75 @@ def test_two_instances_sharing_a_cache_switch_builds_cleanly(
     cache = tmp_path / "cache"
     assert (cache / new / "manifest.json").is_file()
     assert not list(cache.rglob("*.part"))
+
+
+# ------------------------------------------------ a local index changed under a server
+
+
+def _serve_copy(index: Path, tmp_path: Path) -> tuple[Path, AppProcess]:
+    local = tmp_path / "site" / ".anchored" / "index"
+    shutil.copytree(index, local)
+    env = {
+        "ANCHORED_INDEX": str(local),
+        "ANCHORED_FEEDBACK": str(tmp_path / "feedback"),
+        "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+        "ANCHORED_RATE_LIMIT_PER_MIN": "0",
+        "ANCHORED_REFRESH_S": "0",  # as `anchored serve` runs: a check on every request
+    }
+    return local, AppProcess(env, log_file=tmp_path / "server.log")
+
+
+def _all_ok_or_503(client: httpx.Client, rounds: int) -> list[int]:
+    statuses = []
+    for _ in range(rounds):
+        statuses.append(client.get("/v1/search", params={"q": "port"}).status_code)
+        statuses.append(client.post("/v1/ask", json={"question": QUESTION}).status_code)
+        statuses.append(client.get("/v1/health").status_code)
+    return statuses
+
+
+@pytest.mark.parametrize("how", ["truncate", "same-size", "delete"])
+def test_an_index_file_changed_in_place_never_kills_the_server(
+    qa_index: Path, tmp_path: Path, how: str
+) -> None:
+    """`truncate -s 128 vectors.npy` (or a same-size overwrite, or rm) while serving:
+    the process stays up and answers from the build it verified (200) or says 503,
+    and a changed file is never served unverified."""
+    local, server = _serve_copy(qa_index, tmp_path)
+    with server, httpx.Client(base_url=server.url, timeout=30) as client:
+        before = client.get("/v1/search", params={"q": "port"}).json()["results"]
+        assert before
+        for name in ("vectors.npy", "bm25_data.npy", "chunks.jsonl"):
+            path = local / name
+            if how == "truncate":
+                os.truncate(path, 128)
+            elif how == "same-size":
+                size = path.stat().st_size
+                with open(path, "r+b") as fh:  # in place: same inode, same size
+                    fh.write(b"\x7f" * size)
+            else:
+                path.unlink()
+            statuses = _all_ok_or_503(client, 5)
+            assert set(statuses) <= {200, 503}, statuses
+            assert server.proc is not None and server.proc.poll() is None, "the server died"
+            after = client.get("/v1/search", params={"q": "port"})
+            assert after.status_code == 200 and after.json()["results"] == before, name
+
+
+def test_a_local_rebuild_is_picked_up_once_verified(
+    qa_index: Path, second_index: Path, tmp_path: Path
+) -> None:
+    """Writing a new build over the folder (as `mkdocs build` does) switches to it."""
+    local, server = _serve_copy(qa_index, tmp_path)
+    with server, httpx.Client(base_url=server.url, timeout=30) as client:
+        assert health_build(client) == build_id_of(qa_index)
+        staging = local.with_name("index.new")
+        shutil.copytree(second_index, staging)
+        old = local.with_name("index.old")
+        os.replace(local, old)
+        os.replace(staging, local)
+        until(lambda: health_build(client) == build_id_of(second_index), "the rebuilt index")
+        assert set(_all_ok_or_503(client, 2)) == {200}
 
 
 # ---------------------------------------------------------------- durability of feedback

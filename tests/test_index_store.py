@@ -250,25 +250,49 @@ def test_with_retries_retries_only_transient_failures() -> None:
     assert len(attempts) == 1
 
 
-def test_a_local_directory_is_used_in_place(tmp_path: Path) -> None:
+def test_a_local_directory_is_read_through_a_verified_private_snapshot(tmp_path: Path) -> None:
     build_id = write_fake_index(tmp_path / "index", FILES)
     clock = Clock()
+    made = []
     for location in (tmp_path / "index", f"file://{tmp_path / 'index'}"):
-        source = IndexSource.from_location(location, refresh_s=5, clock=clock)
-        assert isinstance(source, LocalIndexSource)
-        assert source.fetch() == tmp_path / "index" and source.build_id == build_id
+        source = IndexSource.from_location(
+            location, refresh_s=5, clock=clock, cache_dir=tmp_path / "cache"
+        )
+        assert isinstance(source, LocalIndexSource) and source.verified
+        path = source.fetch()
+        assert path.is_relative_to(tmp_path / "cache") and source.build_id == build_id
+        _same_files(path, FILES)
+        made.append(path)
+        assert (path / "vectors.npy").stat().st_ino != (
+            tmp_path / "index/vectors.npy"
+        ).stat().st_ino
 
     assert source.check_for_update() is None
     write_fake_index(tmp_path / "index", {**FILES, "chunks.jsonl": b"rebuilt\n"})
     assert source.check_for_update() is None  # not yet: refresh_s has not passed
     clock.now += 6
-    assert source.check_for_update() == tmp_path / "index"
-    assert source.build_id != build_id
+    new = source.check_for_update()
+    assert new is not None and new != path and source.build_id != build_id
+    _same_files(new, {**FILES, "chunks.jsonl": b"rebuilt\n"})
+    assert path.is_dir()  # the previous snapshot stays for requests in flight
+
+    # A file changed in place (same size, same manifest) is refused, once; the
+    # snapshot in use is untouched.
+    os.truncate(tmp_path / "index" / "vectors.npy", 128)
+    clock.now += 6
+    with pytest.raises(IndexFormatError, match=r"vectors\.npy does not match its manifest"):
+        source.check_for_update()
+    clock.now += 6
+    assert source.check_for_update() is None  # the same broken state is not copied again
+    assert source.path == new and (new / "vectors.npy").read_bytes() == FILES["vectors.npy"]
+    snapshots = set((tmp_path / "cache" / ".local-index").iterdir())
+    # The first source's one, and of this source: the one in use and the one before it.
+    assert snapshots == {made[0], path, new}
 
 
 def test_a_missing_local_index_says_how_to_build_one(tmp_path: Path) -> None:
     with pytest.raises(IndexStoreError, match=r"manifest.json is missing"):
-        IndexSource.from_location(tmp_path).fetch()
+        IndexSource.from_location(tmp_path, cache_dir=tmp_path / "cache").fetch()
     with pytest.raises(IndexStoreError, match="unsupported index location"):
         IndexSource.from_location("https://example.com/index")
 

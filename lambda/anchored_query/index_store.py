@@ -21,6 +21,7 @@ in the cache.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
@@ -35,11 +36,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from anchored_query import snapshot
 from build_index.errors import AnchoredError, IndexFormatError
 from build_index.publish import (
     CURRENT,
     MANIFEST,
-    ManifestFiles,
     Pointer,
     S3Client,
     S3Location,
@@ -159,7 +160,9 @@ class IndexSource(ABC):
             raise IndexStoreError(
                 f"unsupported index location {text!r}: use a directory, file:// or s3://"
             )
-        return LocalIndexSource(Path(text), refresh_s=refresh_s, clock=clock)
+        return LocalIndexSource(
+            Path(text), refresh_s=refresh_s, clock=clock, cache_dir=Path(cache_dir)
+        )
 
     @abstractmethod
     def fetch(self) -> Path:
@@ -171,7 +174,15 @@ class IndexSource(ABC):
 
 
 class LocalIndexSource(IndexSource):
-    """An index directory on this machine (``mkdocs serve``, the embedded default)."""
+    """An index directory on this machine (``anchored serve``, the embedded default).
+
+    The directory is never read in place: each build is copied into a private
+    snapshot (``<cache_dir>/.local-index/``) and verified file by file as it is
+    copied (see :mod:`anchored_query.snapshot`), so a file truncated or
+    overwritten under the server changes nothing it has open.
+    """
+
+    verified = True  # snapshots are hashed against the manifest as they are copied
 
     def __init__(
         self,
@@ -179,46 +190,75 @@ class LocalIndexSource(IndexSource):
         *,
         refresh_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        cache_dir: Path = Path("/tmp/anchored"),
     ) -> None:
         super().__init__(str(directory))
         self.directory = directory
         self.refresh_s = refresh_s
+        self.snapshot_root = cache_dir / ".local-index"
         self._clock = clock
         self._last_check = clock()
+        self._signature: snapshot.Signature | None = None  # of the source, when copied
+        self._rejected: snapshot.Signature | None = None  # a state that failed to verify
+        self._previous: Path | None = None
+        self._lock = threading.Lock()
 
-    def _build_id(self) -> str:
-        manifest = self.directory / MANIFEST
+    def _snapshot(self) -> Path:
         try:
-            raw = manifest.read_bytes()
+            path, manifest, sig = snapshot.make_snapshot(self.directory, self.snapshot_root)
         except FileNotFoundError:
             raise IndexStoreError(
                 f"no index at {self.directory}: {MANIFEST} is missing; build it with "
                 "`anchored index SITE_DIR -o INDEX_DIR` or `mkdocs build`"
             ) from None
-        return ManifestFiles.from_json(raw, str(manifest)).build_id
+        except OSError as exc:
+            raise IndexStoreError(
+                f"cannot copy the index {self.directory} into {self.snapshot_root}: {exc}"
+            ) from exc
+        # Keep the snapshot in use until now (requests in flight) and the new one.
+        if self._previous is not None:
+            snapshot.discard(self._previous)
+        self._previous = self.path
+        self.build_id, self.path, self._signature = manifest.build_id, path, sig
+        return path
 
     def fetch(self) -> Path:
-        """Return the directory after checking that it holds a manifest."""
-        self.build_id = self._build_id()
-        self.path = self.directory
-        self._last_check = self._clock()
-        return self.directory
+        """Copy the directory's index into a verified snapshot and return the snapshot."""
+        with self._lock:
+            self._last_check = self._clock()
+            if self.path is not None and self._signature is not None:
+                with contextlib.suppress(OSError, IndexFormatError):
+                    if snapshot.signature(self.directory)[2] == self._signature:
+                        return self.path
+            return self._snapshot()
 
     def check_for_update(self) -> Path | None:
-        """The directory again when its manifest names another build (it was rebuilt)."""
+        """A new verified snapshot when the directory changed (rebuilt, or a file touched).
+
+        Raises IndexFormatError when the changed directory does not verify (a file
+        truncated or overwritten in place); the snapshot in use stays as it was and
+        the same state is not copied again until the directory changes once more.
+        """
         now = self._clock()
         if now - self._last_check < self.refresh_s:
             return None
-        self._last_check = now
-        try:
-            build_id = self._build_id()
-        except (IndexStoreError, IndexFormatError):
-            return None  # being replaced right now (or broken): keep what is loaded
-        if build_id == self.build_id:
+        if not self._lock.acquire(blocking=False):
             return None
-        self.build_id = build_id
-        self.path = self.directory
-        return self.directory
+        try:
+            self._last_check = now
+            try:
+                _, _, sig = snapshot.signature(self.directory)
+            except (OSError, IndexFormatError):
+                return None  # being replaced right now (or broken): keep what is loaded
+            if sig == self._signature or sig == self._rejected:
+                return None
+            try:
+                return self._snapshot()
+            except (IndexStoreError, IndexFormatError):
+                self._rejected = sig
+                raise
+        finally:
+            self._lock.release()
 
 
 class S3IndexSource(IndexSource):
@@ -338,7 +378,7 @@ class S3IndexSource(IndexSource):
             if self._complete(build_dir, pointer.manifest_sha256):
                 return build_dir
             raw = self._download_manifest(pointer)
-            manifest = ManifestFiles.from_json(raw, self.loc.url(pointer.manifest))
+            manifest = snapshot.read_manifest(raw, self.loc.url(pointer.manifest))
             if manifest.build_id != pointer.build_id:
                 raise IndexFormatError(
                     f"{self.loc.url(pointer.manifest)} names build {manifest.build_id}, "
@@ -380,7 +420,7 @@ class S3IndexSource(IndexSource):
         """True when a cached build has the pointer's manifest and every file at its size."""
         try:
             raw = (build_dir / MANIFEST).read_bytes()
-            manifest = ManifestFiles.from_json(raw, str(build_dir / MANIFEST))
+            manifest = snapshot.read_manifest(raw, str(build_dir / MANIFEST))
         except (OSError, IndexFormatError):
             return False
         if hashlib.sha256(raw).hexdigest() != manifest_sha256:
@@ -485,7 +525,7 @@ class S3IndexSource(IndexSource):
                 continue
             try:
                 raw = (other / MANIFEST).read_bytes()
-                files = ManifestFiles.from_json(raw, str(other / MANIFEST)).files
+                files = snapshot.read_manifest(raw, str(other / MANIFEST)).files
             except (OSError, IndexFormatError):
                 continue  # incomplete: its files are not known to be verified
             for name, (sha, size) in files.items():
