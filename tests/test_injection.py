@@ -61,7 +61,9 @@ def app_client(qa_index: Path, tmp_path: Path, **llm: Any) -> TestClient:
         refresh_s=0,
         llm_timeout_s=5,
         rate_limit_per_min=0,
-        **llm,
+        # The rewrite call is off by default; on here, so that its prompt's defences are
+        # tested too (the scripts below answer it first).
+        **{"llm_rewrite": True, **llm},
     )
     return TestClient(create_app(settings), raise_server_exceptions=False)
 

@@ -24,14 +24,17 @@ from anchored_query.citations import CitationItem, parse_answer, renumber, verif
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
 from anchored_query.index_store import IndexSource
-from anchored_query.llm import ChatMessage, LLMClient, make_client
+from anchored_query.llm import ChatMessage, Completion, LLMClient, make_client
+from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
 from anchored_query.prompt import (
+    MAX_HISTORY_CHARS,
     build_messages,
     build_rewrite_messages,
     echoes_instructions,
     estimate_tokens,
     parse_rewrites,
 )
+from anchored_query.query_forms import search_forms
 from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
 from anchored_query.types import Passage, Turn
@@ -48,6 +51,26 @@ EXTRACTIVE_PASSAGES = 12
 COLD_RETRY_BASE_S = 1.0
 COLD_RETRY_MAX_S = 16.0
 SNIPPET_CHARS = 300
+# Time kept back from the request deadline for the extractive answer that replaces
+# an LLM answer that did not come (retrieval is done by then; the answerer is fast).
+EXTRACTIVE_RESERVE_S = 2.0
+# The prompt is sized with a cheap token estimate (prompt.estimate_tokens); this share
+# of the model's window is kept free in case the model's tokenizer counts more.
+CONTEXT_SAFETY = 0.10
+MESSAGE_OVERHEAD_TOKENS = 8  # chat template tokens around each message
+HISTORY_SHARE = 0.2  # earlier turns take at most this share of the window (4 chars a token)
+PASSAGE_OVERHEAD_TOKENS = 16  # "[n] Section: …" line and page wrapper per passage
+# What the reader is told when the LLM answer is replaced by the extractive one.
+FALLBACK_REASONS = {
+    "timeout": "the language model did not answer in time, so this answer quotes the docs",
+    "budget": "the site's spending limit for the language model is reached for now, "
+    "so this answer quotes the docs",
+    "truncated": "the language model's reply was cut off, so this answer quotes the docs",
+    "rate_limited": "the language model is busy, so this answer quotes the docs",
+    "overflow": "the question and its context were too long for the language model, "
+    "so this answer quotes the docs",
+}
+FALLBACK_REASON = "the language model did not answer, so this answer quotes the docs"
 
 
 @dataclass(frozen=True)
@@ -245,44 +268,47 @@ class Engine:
     def ask(self, request: AskRequest) -> dict[str, Any]:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
+        deadline = Deadline(self.settings.deadline_s)
         loaded = self.current()
         use_llm = self.llm is not None and request.mode != "extractive"
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
 
-        variants = [request.question]
-        if request.history:
-            # A follow-up ("and for S3?") needs the earlier question to be searchable.
-            last_user = [t.content for t in request.history if t.role == "user"][-1:]
-            variants += [f"{q} {request.question}" for q in last_user]
-        reason = ""
-        if use_llm:
+        # The question, its keyword form and a follow-up's previous question; the
+        # model's rewrites only when ANCHORED_LLM_REWRITE is on (a second call).
+        variants = search_forms(request.question, request.history)
+        reason = fallback = ""
+        if use_llm and self.settings.llm_rewrite:
             t = time.perf_counter()
-            variants += self._rewrites(request)
+            variants += self._rewrites(request, deadline)
             timings["rewrite"] = _ms(time.perf_counter() - t)
 
         t = time.perf_counter()
         hits = loaded.retriever.rank(variants, request.scope)
-        budget = self.settings.context_tokens if use_llm else 4000
-        max_passages = self.settings.max_passages if use_llm else EXTRACTIVE_PASSAGES
-        passages = loaded.retriever.passages(
-            hits, token_budget=budget, max_passages=max_passages, estimate_tokens=estimate_tokens
-        )
+        if use_llm:
+            passages = loaded.retriever.passages(
+                hits,
+                token_budget=self._passage_budget(request),
+                max_passages=self.settings.max_passages,
+                estimate_tokens=_passage_tokens,
+            )
+        else:
+            passages = _extractive_passages(loaded.retriever, hits)
         timings["retrieve"] = _ms(time.perf_counter() - t)
 
         result: dict[str, Any] | None = None
         if use_llm:
             t = time.perf_counter()
             try:
-                result = self._answer_llm(request, passages, loaded)
+                result = self._answer_llm(request, passages, loaded, deadline)
             except LLMError as exc:
-                log.warning("LLM failed (%s); answering extractively", exc.category)
+                fallback = "overflow" if is_context_overflow(exc) else exc.category
+                log.warning("LLM failed (%s: %s); answering extractively", fallback, exc.detail)
                 if request.mode == "llm":
-                    status = 504 if exc.category == "timeout" else 502
-                    raise QueryError(
-                        status, "llm_failed", "the language model did not answer; try again"
-                    ) from None
-                reason = "the language model did not answer, so this answer quotes the docs"
+                    message = "the language model did not answer; try again"
+                    raise QueryError(exc.http_status, "llm_failed", message) from None
+                reason = FALLBACK_REASONS.get(fallback, FALLBACK_REASON)
+                passages = _extractive_passages(loaded.retriever, hits)
             timings["llm"] = _ms(time.perf_counter() - t)
         if result is None:
             t = time.perf_counter()
@@ -298,6 +324,7 @@ class Engine:
             timings["extractive"] = _ms(time.perf_counter() - t)
             if reason:
                 result["reason"] = reason
+                result["fallback"] = fallback
         timings["total"] = _ms(time.perf_counter() - t0)
         result.update(
             id=uuid.uuid4().hex,
@@ -309,40 +336,127 @@ class Engine:
 
     # -- answering ------------------------------------------------------
 
-    def _rewrites(self, request: AskRequest) -> list[str]:
+    def _rewrites(self, request: AskRequest, deadline: Deadline) -> list[str]:
+        """Search rewrites by the model: at most ANCHORED_LLM_REWRITE_TIMEOUT_S and a
+        third of the time left, so the answer call keeps the rest; no retry."""
         assert self.llm is not None
+        share = (deadline.left() - EXTRACTIVE_RESERVE_S) / 3
         try:
-            reply = self.llm.complete(
+            reply = complete_within(
+                self.llm,
                 [
                     ChatMessage(m.role, m.content)
                     for m in build_rewrite_messages(request.question, request.history)
                 ],
+                deadline=deadline,
+                reserve_s=EXTRACTIVE_RESERVE_S,
                 max_tokens=200,
-                timeout_s=min(8.0, self.settings.llm_timeout_s),
+                attempt_timeout_s=max(0.1, min(self.settings.llm_rewrite_timeout_s, share)),
+                retries=0,
+                what="rewrite",
             )
         except LLMError as exc:
             log.info("query rewrite skipped: %s", exc.category)
             return []
         return parse_rewrites(reply.text)[:4]
 
-    def _answer_llm(
-        self, request: AskRequest, passages: list[Passage], loaded: Loaded
-    ) -> dict[str, Any]:
-        assert self.llm is not None
-        scope_note = _scope_note(request.scope)
+    def _passage_budget(self, request: AskRequest) -> int:
+        """Tokens the passages may take so that the whole prompt — instructions,
+        history, question, passages — and the reply reserve fit the model's window
+        (ANCHORED_LLM_CONTEXT_TOKENS, less CONTEXT_SAFETY), capped by
+        ANCHORED_CONTEXT_TOKENS."""
+        s = self.settings
+        overhead = _prompt_tokens(self._messages(request, []))  # history cut to fit, see there
+        window = int(s.llm_context_tokens * (1 - CONTEXT_SAFETY))
+        available = window - overhead - s.llm_max_output_tokens
+        if available < 200:
+            log.warning(
+                "the prompt leaves %d tokens for passages: ANCHORED_LLM_CONTEXT_TOKENS=%d "
+                "less ~%d of instructions, history and question, less "
+                "ANCHORED_LLM_MAX_OUTPUT_TOKENS=%d",
+                max(0, available),
+                s.llm_context_tokens,
+                overhead,
+                s.llm_max_output_tokens,
+            )
+        return max(0, min(s.context_tokens, available))
+
+    def _messages(self, request: AskRequest, passages: list[Passage]) -> list[ChatMessage]:
+        """The answer prompt; earlier turns take at most HISTORY_SHARE of the window."""
+        history_chars = int(self.settings.llm_context_tokens * HISTORY_SHARE * 4)
         messages = build_messages(
             request.question,
             passages,
             history=request.history,
             site_name=self.settings.site_name,
-            scope_note=scope_note,
+            scope_note=_scope_note(request.scope),
+            max_history_chars=min(MAX_HISTORY_CHARS, history_chars),
         )
-        completion = self.llm.complete(
-            [ChatMessage(m.role, m.content) for m in messages],
-            timeout_s=self.settings.llm_timeout_s,
+        return [ChatMessage(m.role, m.content) for m in messages]
+
+    def _complete_answer(
+        self, request: AskRequest, passages: list[Passage], deadline: Deadline
+    ) -> tuple[Completion, list[Passage]]:
+        """The model's reply within the deadline, and the passages it was shown.
+
+        A prompt the provider refuses as longer than the model's window is logged
+        naming ANCHORED_LLM_CONTEXT_TOKENS and tried once more with the better half
+        of the passages, if time is left. A reply cut at the token limit is no answer.
+        """
+        assert self.llm is not None
+        s = self.settings
+        # With mode "llm" there is no extractive answer to keep time for.
+        reserve = 0.0 if request.mode == "llm" else EXTRACTIVE_RESERVE_S
+        llm = self.llm
+
+        def call(messages: list[ChatMessage], retries: int) -> Completion:
+            return complete_within(
+                llm,
+                messages,
+                deadline=deadline,
+                reserve_s=reserve,
+                max_tokens=s.llm_max_output_tokens,
+                attempt_timeout_s=s.llm_timeout_s,
+                retries=retries,
+            )
+
+        messages = self._messages(request, passages)
+        try:
+            completion = call(messages, s.llm_retries)
+        except LLMError as exc:
+            if not is_context_overflow(exc) or len(passages) < 2:
+                raise
+            log.warning(
+                "%s refused a prompt of about %d tokens (%s) as longer than its context "
+                "window: ANCHORED_LLM_CONTEXT_TOKENS=%d is more than the window the model "
+                "is served with; set it to that window. Retrying with half the passages.",
+                self.llm.name,
+                _prompt_tokens(messages),
+                exc.detail,
+                s.llm_context_tokens,
+            )
+            best = sorted(passages, key=lambda p: -p.score)[: len(passages) // 2]
+            passages = sorted(best, key=lambda p: p.n)
+            messages = self._messages(request, passages)
+            completion = call(messages, 0)
+        log.info(
+            "LLM answer: %s input tokens, %s output tokens, finish %s",
+            completion.input_tokens,
+            completion.output_tokens,
+            completion.finish_reason,
         )
         if completion.truncated:
-            raise LLMError("truncated", "reply cut at the token limit", provider=self.llm.name)
+            raise LLMError(
+                "truncated",
+                f"reply cut at ANCHORED_LLM_MAX_OUTPUT_TOKENS={s.llm_max_output_tokens}",
+                provider=self.llm.name,
+            )
+        return completion, passages
+
+    def _answer_llm(
+        self, request: AskRequest, passages: list[Passage], loaded: Loaded, deadline: Deadline
+    ) -> dict[str, Any]:
+        completion, passages = self._complete_answer(request, passages, deadline)
         reply = completion.text
         # A proxy that echoes the request into its answer must not hand the key to readers.
         reply = logsafe.without_secrets(reply)
@@ -451,6 +565,21 @@ def make_client_from(settings: Settings) -> LLMClient | None:
         # us-east-1), which the openai client would reject as an unknown setting.
         region=settings.llm_region if settings.llm_provider == "bedrock" else None,
         timeout_s=settings.llm_timeout_s,
+        max_retries=0,  # the engine retries, within the request's deadline (llm/calls.py)
+    )
+
+
+def _passage_tokens(text: str) -> int:
+    return estimate_tokens(text) + PASSAGE_OVERHEAD_TOKENS
+
+
+def _prompt_tokens(messages: list[ChatMessage]) -> int:
+    return sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+def _extractive_passages(retriever: Retriever, hits: Any) -> list[Passage]:
+    return retriever.passages(
+        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
     )
 
 

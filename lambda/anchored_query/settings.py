@@ -49,6 +49,15 @@ def _float(env: Mapping[str, str], key: str, default: float, low: float, high: f
     return value
 
 
+def _bool(env: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = _get(env, key, "1" if default else "0").lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{key} must be on or off (1/0, true/false), got {raw!r}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the function reads from its environment."""
@@ -63,13 +72,20 @@ class Settings:
     llm_api_key: str = field(default="", repr=False)
     llm_region: str = ""
     llm_timeout_s: float = 12.0
+    # The whole request, LLM calls and retries included, ends within deadline_s.
+    deadline_s: float = 20.0
+    llm_context_tokens: int = 8192  # the model's real window: the whole prompt fits in it
+    llm_max_output_tokens: int = 600  # reserved for the reply inside llm_context_tokens
+    llm_retries: int = 1
+    llm_rewrite: bool = False
+    llm_rewrite_timeout_s: float = 4.0
     allowed_origins: tuple[str, ...] = ()
     max_question_chars: int = 2000
     max_history_turns: int = 6
     max_history_chars: int = 8000
     max_body_bytes: int = 65536
     rate_limit_per_min: int = 30
-    context_tokens: int = 12000
+    context_tokens: int = 6000  # cap on the passages (cost), within llm_context_tokens
     max_passages: int = 200
     site_name: str = ""
     worker_threads: int = 0  # requests worked on at once; 0: 100 with an LLM, else 40
@@ -121,13 +137,19 @@ class Settings:
             llm_api_key=_get(env, "ANCHORED_LLM_API_KEY", ""),
             llm_region=_get(env, "ANCHORED_LLM_REGION", env.get("AWS_REGION", "us-east-1")),
             llm_timeout_s=_float(env, "ANCHORED_LLM_TIMEOUT_S", 12.0, 1.0, 600.0),
+            deadline_s=_float(env, "ANCHORED_DEADLINE_S", 20.0, 2.0, 900.0),
+            llm_context_tokens=_int(env, "ANCHORED_LLM_CONTEXT_TOKENS", 8192, 1024, 10_000_000),
+            llm_max_output_tokens=_int(env, "ANCHORED_LLM_MAX_OUTPUT_TOKENS", 600, 64, 100_000),
+            llm_retries=_int(env, "ANCHORED_LLM_RETRIES", 1, 0, 5),
+            llm_rewrite=_bool(env, "ANCHORED_LLM_REWRITE", False),
+            llm_rewrite_timeout_s=_float(env, "ANCHORED_LLM_REWRITE_TIMEOUT_S", 4.0, 0.5, 600.0),
             allowed_origins=origins,
             max_question_chars=_int(env, "ANCHORED_MAX_QUESTION_CHARS", 2000, 10, 100_000),
             max_history_turns=_int(env, "ANCHORED_MAX_HISTORY_TURNS", 6, 0, 50),
             max_history_chars=_int(env, "ANCHORED_MAX_HISTORY_CHARS", 8000, 0, 200_000),
             max_body_bytes=_int(env, "ANCHORED_MAX_BODY_BYTES", 65536, 1024, 10_000_000),
             rate_limit_per_min=_int(env, "ANCHORED_RATE_LIMIT_PER_MIN", 30, 0, 100_000),
-            context_tokens=_int(env, "ANCHORED_CONTEXT_TOKENS", 12000, 500, 1_000_000),
+            context_tokens=_int(env, "ANCHORED_CONTEXT_TOKENS", 6000, 500, 1_000_000),
             max_passages=_int(env, "ANCHORED_MAX_PASSAGES", 200, 5, 1000),
             site_name=_get(env, "ANCHORED_SITE_NAME", ""),
             worker_threads=_int(env, "ANCHORED_WORKER_THREADS", 0, 0, 1000),
