@@ -12,7 +12,7 @@ import botocore.retries.standard
 import pytest
 from anchored_query.errors import LLMError
 from anchored_query.llm import BedrockClient, ChatMessage, Completion, LLMClient
-from anchored_query.llm.bedrock import converse_messages
+from anchored_query.llm.bedrock import _timeout_step, converse_messages
 from fakes import (
     Disconnect,
     Empty,
@@ -166,7 +166,18 @@ def test_a_few_timeouts_share_a_few_clients(srv: FakeBedrockServer, client: Bedr
         assert (
             client.complete(MESSAGES, timeout_s=timeout_s).text == FakeBedrockServer.default_reply
         )
-    assert len(client._clients) == 4  # 1.0 and 1.01 share one; the oldest are dropped
+    assert len(client._clients) == 4  # 1.0 and 1.01 share one, and 2.0 and 2.5, 3.0 and 3.5
+
+
+def test_a_requests_remaining_time_is_rounded_down_to_a_few_clients(
+    srv: FakeBedrockServer, client: BedrockClient
+) -> None:
+    # The engine passes what is left of the request's deadline: every value differs.
+    left = [19.87, 19.2, 18.4, 17.9, 16.33, 15.01, 14.9, 12.7, 11.2]
+    for timeout_s in left:
+        client.complete(MESSAGES, timeout_s=timeout_s)
+    assert set(client._clients) == {10.0, 12.0, 15.0}
+    assert _timeout_step(7.9) == 6.0 and _timeout_step(0.3) == 0.3 and _timeout_step(601) == 600
 
 
 @pytest.mark.parametrize("code", [500, 503])

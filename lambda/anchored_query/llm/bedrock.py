@@ -75,7 +75,10 @@ _FINISH = {
     "model_context_window_exceeded": "length",
     "tool_use": "tool_calls",
 }
-_MAX_CLIENTS = 4
+_MAX_CLIENTS = 6
+# botocore fixes its timeouts per client, so a request's remaining time is rounded
+# down to one of these steps (at most ~25% less) to keep the number of clients small.
+_TIMEOUT_STEPS = (0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 90, 120)
 
 
 class BedrockClient:
@@ -85,8 +88,8 @@ class BedrockClient:
     Lambda sets). ``max_retries`` extra attempts are made on throttling, 5xx, timeouts and
     dropped connections. ``endpoint_url`` points boto3 elsewhere (a VPC
     endpoint, or a fake server in tests). A ``timeout_s`` given to
-    :meth:`complete` gets its own botocore client (a few are cached, keyed by the
-    timeout to 0.1 s): pass a handful of distinct values, not a per-request budget.
+    :meth:`complete` gets its own botocore client (a few are cached), after rounding it
+    down to a step of ``_TIMEOUT_STEPS``, so a request's remaining time may be passed.
     """
 
     def __init__(
@@ -142,7 +145,7 @@ class BedrockClient:
     def _client(self, timeout_s: float) -> Any:
         # botocore fixes timeouts per client: keep one client per timeout (to 0.1 s), a few
         # at most, all from one session so credentials are resolved once.
-        key = max(0.1, round(timeout_s, 1))
+        key = _timeout_step(timeout_s)
         with self._lock:
             client = self._clients.get(key)
             if client is None:
@@ -273,6 +276,15 @@ class BedrockClient:
             output_tokens=usage_int(usage.get("outputTokens")),
             finish_reason=_FINISH.get(stop, stop) if isinstance(stop, str) else None,
         )
+
+
+def _timeout_step(timeout_s: float) -> float:
+    """``timeout_s`` rounded down to a step of :data:`_TIMEOUT_STEPS` (below the
+    first step: to 0.1 s; above the last: to whole minutes)."""
+    if timeout_s > _TIMEOUT_STEPS[-1]:
+        return float(int(timeout_s // 60) * 60)
+    steps = [s for s in _TIMEOUT_STEPS if s <= timeout_s]
+    return float(steps[-1]) if steps else max(0.1, round(timeout_s, 1))
 
 
 def _environment_region() -> str:
