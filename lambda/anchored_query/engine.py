@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from anchored_query import logsafe
+from anchored_query.budget import with_budget
 from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
@@ -556,17 +557,24 @@ def make_client_from(settings: Settings) -> LLMClient | None:
     """The configured LLM client, or None for the extractive answerer."""
     if settings.llm_provider == "none":
         return None
-    return make_client(
+    api_key = settings.llm_api_key
+    if settings.llm_api_key_secret:  # read once, at cold start (api_key.py)
+        from anchored_query.api_key import resolve_api_key
+
+        api_key = resolve_api_key(settings.llm_api_key_secret)
+    client = make_client(
         settings.llm_provider,
         model=settings.llm_model,
         base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key,
+        api_key=api_key,
         # Only Bedrock has a region; from_env always fills one in (AWS_REGION or
         # us-east-1), which the openai client would reject as an unknown setting.
         region=settings.llm_region if settings.llm_provider == "bedrock" else None,
         timeout_s=settings.llm_timeout_s,
         max_retries=0,  # the engine retries, within the request's deadline (llm/calls.py)
     )
+    # The spend cap (budget.py), when one is set.
+    return with_budget(client, settings) if client is not None else None
 
 
 def _passage_tokens(text: str) -> int:
