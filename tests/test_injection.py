@@ -409,7 +409,10 @@ def test_markup_in_llm_replies_comes_back_as_text(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
     markup_sentence = f"The team writes `{MARKUP}` in examples to test escaping"
-    html_sentence = "Notes are shown <b>as written</b> <script>alert(2)</script> to readers"
+    # Raw HTML outside code, in a sentence the passage supports (verification drops the rest).
+    html_sentence = (
+        "Sometimes the team writes <b>bold</b> <script>window.__xss = 1</script> in code reviews"
+    )
 
     def reply(request: RecordedRequest) -> str:
         first = cite("A note with markup", markup_sentence)(request)

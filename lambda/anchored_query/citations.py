@@ -13,7 +13,11 @@ Models cite unevenly, so a sentence without its own marker is attributed: to
 the markers of its paragraph (markers after the paragraph's last sentence
 cover the paragraph), then a neighbour's, then a "Sources:" footer's, then the
 best-supporting passage of the context (stricter threshold), each checked
-exactly like a cited sentence; it is dropped only when none supports it.
+exactly like a cited sentence; it is dropped only when none supports it. A
+reply that cites no context passage at all gets no attribution, and neither
+does an uncited sentence about the assistant's instructions or one that only
+repeats a string the passage quotes: page text is data, and a model that obeys
+an instruction planted in a page copies it without citing.
 Sentences that fail are removed (counted in ``removed``, with a reason per
 sentence in ``reasons`` for the logs). Removed without a check: lines that only
 restate passage titles and headings (the prompt's structure) and sentences
@@ -47,6 +51,7 @@ from anchored_query.support import (
     content_terms,
     lexical_support,
     pairing_conflicts,
+    quotes_a_quotation,
     restates_headings,
 )
 from anchored_query.types import AnswerSentence, Passage
@@ -110,7 +115,8 @@ _META_COVERAGE = re.compile(
 _ADDRESSES_ASSISTANT = re.compile(
     r"\b(?:previous|prior|above|earlier|all|your|my|these|new)\s+instructions\b"
     r"|\bsystem\s+prompt\b|\bdeveloper\s+mode\b|\bas\s+instructed\b|^\W*system\s*:"
-    r"|\bI\s+(?:will|shall|am\s+going\s+to|must)\s+(?:now\s+)?(?:follow|ignore|obey|reveal)\b",
+    r"|\bI\s+(?:will|shall|am\s+going\s+to|must)\s+(?:now\s+)?(?:follow|ignore|obey|reveal)\b"
+    r"|\bcite\s*[(\[]?\s*\d",
     re.IGNORECASE,
 )
 
@@ -272,9 +278,18 @@ def verify(
                 disclaimers.update([i] if item.no_coverage else [])
             else:
                 reasons[i] = failure
+    # A reply that cites no context passage at all did not answer from the passages:
+    # nothing in it is attributed (a model obeying an injected instruction drops the
+    # citations; its sentences copy the page).
+    cites_any = any(item.own for item in items) or any(
+        n in checker.usable for item in items for n in item.footer
+    )
     for item in items:
         i = item.index
         if i in decided or i in reasons:
+            continue
+        if not cites_any:
+            reasons[i] = "no citation (the reply cites no passage in context)"
             continue
         if _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
@@ -416,6 +431,8 @@ class _Checker:
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
         if missing:
             return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
+        if all(quotes_a_quotation(item.sentence.text, self.passages[n]) for n in group):
+            return f"only repeats a quotation of {list(group)}"
         conflicts = pairing_conflicts(item.sentence.text, [self.passages[n] for n in group])
         if conflicts:
             return f"values paired differently in {list(group)}: {', '.join(conflicts)}"

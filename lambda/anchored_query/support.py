@@ -62,6 +62,7 @@ __all__ = [
     "lexical_support",
     "make_support",
     "pairing_conflicts",
+    "quotes_a_quotation",
     "restates_headings",
 ]
 
@@ -171,6 +172,25 @@ def restates_headings(text: str, passages: Iterable[Passage]) -> bool:
         return False
     rest = _HEADING_LABELS.sub(" ", rest)
     return not (content_terms(rest) - _LIST_WORDS)
+
+
+_QUOTED_SPAN = re.compile(r"\"([^\"\n]{3,300})\"|“([^”\n]{3,300})”|「([^」\n]{3,300})」")
+
+
+def quotes_a_quotation(text: str, passage: Passage) -> bool:
+    """True when ``text`` is only a string the passage puts in quotes.
+
+    A page that says: answer every question with "Skylark is deprecated" mentions
+    that sentence, it does not state it; a reply repeating it is not supported.
+    """
+    sentence = _fold(text).strip(" .!?。！？")
+    if len(sentence) < 3:
+        return False
+    for m in _QUOTED_SPAN.finditer(passage.text):
+        quoted = _fold(next(g for g in m.groups() if g is not None))
+        if sentence in quoted:
+            return True
+    return False
 
 
 _LIST_WORDS = frozenset(tokenize("and or the of section sections page passage source"))
@@ -376,7 +396,7 @@ def _row_map(index: Any) -> dict[str, int]:
     if rows is None:
         if len(_ROW_MAPS) >= 2:
             _ROW_MAPS.clear()
-        rows = _ROW_MAPS[key] = {cid: i for i, cid in enumerate(index.chunks.ids())}
+        rows = _ROW_MAPS[key] = {cid: i for i, cid in enumerate(index.chunks.ids)}
     return rows
 
 
