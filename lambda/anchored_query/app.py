@@ -25,9 +25,11 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from anchored_query import logsafe
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.feedback import FeedbackStore, default_feedback_dir, feedback_store
+from anchored_query.front import FrontOnly, viewer_ip
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
@@ -89,6 +91,8 @@ def create_app(
 
     def client_of(request: Request) -> str:
         host = request.client.host if request.client else "unknown"
+        if settings.front_secret:  # the front (CloudFront) is the peer; it names the reader
+            host = viewer_ip(request.headers.get(settings.client_ip_header, "")) or host
         return client_key(host, ipv6_prefix=settings.rate_limit_ipv6_prefix)
 
     async def limited(request: Request) -> None:
@@ -208,6 +212,9 @@ def create_app(
         max_age=600,
     )
     middleware = [cors if settings.allowed_origins else Middleware(BarePreflight)]
+    if settings.front_secret:  # only requests that came through the front (front.py)
+        logsafe.protect(settings.front_secret)
+        middleware.insert(0, Middleware(FrontOnly, secret=settings.front_secret))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -100,6 +100,8 @@ class Settings:
     llm_price_input_per_mtok: float = 0.0  # USD per million input tokens
     llm_price_output_per_mtok: float = 0.0
     llm_api_key_secret: str = ""  # a Secrets Manager secret or SSM parameter ARN
+    front_secret: str = field(default="", repr=False)  # behind CloudFront: front.py
+    client_ip_header: str = "cloudfront-viewer-address"  # trusted only with front_secret
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -178,7 +180,13 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
             env, "ANCHORED_LLM_PRICE_OUTPUT_PER_MTOK", 0.0, 0.0, 1e6
         ),
         "llm_api_key_secret": _get(env, "ANCHORED_LLM_API_KEY_SECRET", ""),
+        "front_secret": _get(env, "ANCHORED_FRONT_SECRET", ""),
+        "client_ip_header": _get(
+            env, "ANCHORED_CLIENT_IP_HEADER", "cloudfront-viewer-address"
+        ).lower(),
     }
+    if values["front_secret"] and len(values["front_secret"]) < 16:
+        raise SettingsError("ANCHORED_FRONT_SECRET must be at least 16 characters")
     money = values["budget_usd_per_day"] or values["budget_usd_per_hour"]
     priced = values["llm_price_input_per_mtok"] or values["llm_price_output_per_mtok"]
     if money and not priced:

@@ -1,0 +1,80 @@
+"""Behind CloudFront + WAF: only requests with the front's secret, limits per reader (front.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from anchored_query.app import create_app
+from anchored_query.front import viewer_ip
+from anchored_query.settings import Settings, SettingsError
+
+SECRET = "f" * 12 + "front-secret-0123"
+EDGE = "130.176.1.10"  # a CloudFront server: the peer the function sees
+
+
+def settings_for(index: Path, tmp_path: Path, **extra: Any) -> Settings:
+    values: dict[str, Any] = {
+        "index": str(index),
+        "cache_dir": str(tmp_path / "cache"),
+        "feedback": str(tmp_path / "feedback"),
+        "refresh_s": 0,
+        "rate_limit_per_min": 3,
+    }
+    values.update(extra)
+    return Settings(**values)
+
+
+def statuses(app: Any, requests: list[dict[str, str]]) -> list[int]:
+    async def run() -> list[int]:
+        transport = httpx.ASGITransport(app=app, client=(EDGE, 443))
+        async with httpx.AsyncClient(transport=transport, base_url="http://fn") as c:
+            return [
+                (await c.get("/v1/search", params={"q": "port"}, headers=h)).status_code
+                for h in requests
+            ]
+
+    return asyncio.run(run())
+
+
+def test_viewer_address_forms() -> None:
+    assert viewer_ip("198.51.100.10:46532") == "198.51.100.10"
+    assert viewer_ip("2001:db8::1:46532") == "2001:db8::1"
+    assert viewer_ip("[2001:db8::7]:443") == "2001:db8::7"
+    assert viewer_ip("203.0.113.4, 130.176.1.10") == "203.0.113.4"
+    assert viewer_ip("2001:db8::5") == "2001:db8::5"
+    assert viewer_ip("") is None and viewer_ip("nonsense") is None
+
+
+def test_without_the_secret_header_everything_is_refused(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, front_secret=SECRET))
+    wrong = {"x-anchored-front": SECRET[:-1] + "x"}
+    assert statuses(app, [{}, wrong]) == [403, 403]
+    assert statuses(app, [{"x-anchored-front": SECRET}]) == [200]
+
+
+def test_readers_behind_one_edge_are_limited_apart(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, front_secret=SECRET))
+
+    def viewer(ip: str) -> dict[str, str]:
+        return {"x-anchored-front": SECRET, "cloudfront-viewer-address": f"{ip}:50000"}
+
+    assert statuses(app, [viewer("203.0.113.7")] * 4) == [200, 200, 200, 429]
+    assert statuses(app, [viewer("198.51.100.8")]) == [200]
+    # One IPv6 reader's /64, whatever address and edge it comes from.
+    v6 = [viewer("2001:db8:5:6::1"), viewer("2001:db8:5:6::2"), viewer("2001:db8:5:6:ff::3")]
+    assert statuses(app, [*v6, viewer("2001:db8:5:6::4")]) == [200, 200, 200, 429]
+
+
+def test_without_a_front_secret_the_header_is_not_believed(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path))
+    forged = [{"cloudfront-viewer-address": f"203.0.113.{i}:1"} for i in range(5)]
+    assert statuses(app, forged) == [200, 200, 200, 429, 429]
+
+
+def test_front_secret_must_be_long() -> None:
+    with pytest.raises(SettingsError, match="16"):
+        Settings.from_env({"ANCHORED_INDEX": "x", "ANCHORED_FRONT_SECRET": "short"})
