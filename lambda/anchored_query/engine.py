@@ -38,6 +38,7 @@ from anchored_query.prompt import (
 from anchored_query.query_forms import search_forms
 from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
+from anchored_query.support import make_support
 from anchored_query.types import Passage, Turn
 from anchored_query.validation import AskRequest
 from build_index.embedder import Embedder, ModelSpec
@@ -462,11 +463,14 @@ class Engine:
         # A proxy that echoes the request into its answer must not hand the key to readers.
         reply = logsafe.without_secrets(reply)
         by_n = {p.n: p for p in passages}
-        sentences = parse_answer(reply)
+        sentences = parse_answer(reply, known=[n for n, p in by_n.items() if not p.excluded])
         # A reply that repeats its instructions shows none of them (rule 2's example
         # markers [3, 7] would otherwise pass the citation check).
         shown = [s for s in sentences if not echoes_instructions(s.text)]
-        verified = verify(shown, by_n)
+        # Semantic support by the index's own embedder (None for an uncalibrated model).
+        model = loaded.index.manifest["model"]["name"]
+        support = make_support(loaded.retriever.embedder, model, loaded.index)
+        verified = verify(shown, by_n, support=support)
         answer, citations = renumber(verified, by_n)
         abstained = verified.abstained
         if abstained:
