@@ -306,3 +306,42 @@ def test_outputs_name_the_url_and_the_index(template: dict[str, Any]) -> None:
     outputs = template["Outputs"]
     assert outputs["QueryUrl"]["Value"] == {"Fn::GetAtt": ["AnchoredFunctionUrl", "FunctionUrl"]}
     assert "IndexLocation" in outputs
+
+
+EDGE = REPO / "template-edge.yaml"
+
+
+def test_edge_template_passes_cfn_lint_and_matches_the_function() -> None:
+    """The optional CloudFront + WAF front: linted, and speaking the function's header names."""
+    api = pytest.importorskip("cfnlint.api")
+    text = EDGE.read_text(encoding="utf-8")
+    matches = api.lint(text, config=api.ManualArgs(regions=["us-east-1"]))
+    assert [
+        f"{m.rule.id} line {m.linenumber}: {m.message}" for m in matches if m.rule.id[0] != "I"
+    ] == []
+    edge = cast(dict[str, Any], yaml.load(text, Loader=CfnLoader))
+    resources = edge["Resources"]
+    (rule,) = resources["RateLimitAcl"]["Properties"]["Rules"]
+    assert rule["Statement"]["RateBasedStatement"]["AggregateKeyType"] == "IP"
+    assert resources["RateLimitAcl"]["Properties"]["Scope"] == "CLOUDFRONT"
+    config = resources["Front"]["Properties"]["DistributionConfig"]
+    (origin,) = config["Origins"]
+    from anchored_query.front import FRONT_HEADER
+
+    assert origin["OriginCustomHeaders"] == [
+        {"HeaderName": "X-Anchored-Front", "HeaderValue": {"Ref": "FrontSecret"}}
+    ]
+    assert FRONT_HEADER.decode() == "x-anchored-front"
+    headers = resources["ToFunction"]["Properties"]["OriginRequestPolicyConfig"]["HeadersConfig"]
+    assert Settings.client_ip_header in [h.lower() for h in headers["Headers"]]
+    assert "host" not in [h.lower() for h in headers["Headers"]]
+    assert "POST" in config["DefaultCacheBehavior"]["AllowedMethods"]
+
+
+def test_function_takes_the_front_secret(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    assert template["Parameters"]["FrontSecret"]["NoEcho"] is True
+    assert template["Parameters"]["FrontSecret"]["Default"] == ""
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["ANCHORED_FRONT_SECRET"] == {"Ref": "FrontSecret"}
