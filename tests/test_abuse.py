@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 from anchored_query.app import RateLimiter, create_app
+from anchored_query.feedback import MAX_RECORD_BYTES
 from anchored_query.settings import Settings
 from fakes import (
     Behaviour,
@@ -501,21 +502,22 @@ def test_feedback_cannot_write_outside_its_folder_or_store_blobs(
     before = _tree(tmp_path)
     with TestClient(create_app(settings)) as c:
         statuses = _feedback_attacks(lambda body: c.post("/v1/feedback", json=body))
+        issued = c.post("/v1/ask", json={"question": QUESTION}).json()["id"]
+        too_big = c.post(
+            "/v1/feedback",
+            json={"answer_id": issued, "rating": "up", "reason": "r" * 200, "comment": "😀" * 2000},
+        )
         biggest = c.post(
             "/v1/feedback",
-            json={
-                "answer_id": "a" * 64,
-                "rating": "up",
-                "reason": "r" * 200,
-                "comment": "😀" * 2000,
-            },
+            json={"answer_id": issued, "rating": "up", "reason": "r" * 200, "comment": "😀" * 800},
         )
     assert set(statuses) <= {400, 413}, statuses
+    assert too_big.status_code == 413
     assert biggest.status_code == 200
     folder = tmp_path / "feedback"
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert len(files) == 1 and FEEDBACK_KEY.match(files[0].relative_to(folder).as_posix())
-    assert files[0].stat().st_size < 10_000
+    assert files[0].stat().st_size <= MAX_RECORD_BYTES
     new = {n for n in _tree(tmp_path) - before if not n.startswith(("cache", "feedback"))}
     assert not new, new
     assert not Path("/etc/passwd.json").exists()
@@ -528,15 +530,16 @@ def test_feedback_in_s3_stays_under_its_prefix(
     settings = settings_for(qa_index, tmp_path, feedback=f"s3://{s3.name}/feedback/v1")
     with TestClient(create_app(settings)) as c:
         statuses = _feedback_attacks(lambda body: c.post("/v1/feedback", json=body))
+        issued = c.post("/v1/ask", json={"question": QUESTION}).json()["id"]
         ok = c.post(
-            "/v1/feedback", json={"answer_id": "x" * 64, "rating": "up", "comment": "é" * 2000}
+            "/v1/feedback", json={"answer_id": issued, "rating": "up", "comment": "é" * 1500}
         )
     assert set(statuses) <= {400, 413}, statuses
     assert ok.status_code == 200
     keys = s3.keys()
     assert len(keys) == 1 and keys[0].startswith("feedback/v1/")
     assert FEEDBACK_KEY.match(keys[0].removeprefix("feedback/v1/"))
-    assert len(s3.get(keys[0])) < 10_000
+    assert len(s3.get(keys[0])) <= MAX_RECORD_BYTES
 
 
 # ---------------------------------------------------------------- `anchored serve` and the site
@@ -725,7 +728,8 @@ def test_no_aws_credential_in_logs_with_botocore_at_debug(
     server = ThreadedServer(app, log_config=None, log_level="debug", access_log=True)
     with server as srv, httpx.Client(base_url=srv.url, timeout=60) as c:
         assert c.get("/v1/search", params={"q": "port"}).status_code == 200
-        feedback = c.post("/v1/feedback", json={"answer_id": "a", "rating": "up"})
+        issued = c.post("/v1/ask", json={"question": QUESTION}).json()["id"]
+        feedback = c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"})
         assert feedback.status_code == 200
         health = c.get("/v1/health")
     assert secrets["AWS_ACCESS_KEY_ID"] not in health.text

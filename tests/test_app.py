@@ -160,14 +160,15 @@ def test_tampered_index_is_refused_naming_the_file(qa_index: Path, tmp_path: Pat
 
 
 def test_feedback_is_stored_before_the_reply(client: TestClient, tmp_path: Path) -> None:
+    issued = client.post("/v1/ask", json={"question": "port?"}).json()["id"]
     response = client.post(
-        "/v1/feedback", json={"answer_id": "abc123", "rating": "down", "reason": "wrong"}
+        "/v1/feedback", json={"answer_id": issued, "rating": "down", "reason": "wrong"}
     )
     assert response.status_code == 200 and response.json()["stored"] is True
     files = list((tmp_path / "feedback").rglob("*.json"))
     assert len(files) == 1
     stored = json.loads(files[0].read_text())
-    assert stored["answer_id"] == "abc123" and stored["rating"] == "down"
+    assert stored["answer_id"] == issued and stored["rating"] == "down"
 
 
 def test_rate_limit_answers_429_with_retry_after(qa_index: Path, tmp_path: Path) -> None:

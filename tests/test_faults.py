@@ -780,8 +780,14 @@ def test_a_local_rebuild_is_picked_up_once_verified(
 FEEDBACK_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}/\d+-[0-9a-f]{32}\.json$")
 
 
-def _feedback_body(i: int) -> dict[str, str]:
-    return {"answer_id": f"answer{i}", "rating": "down", "reason": "wrong", "comment": f"c{i}"}
+def _feedback_body(i: int, answer_id: str) -> dict[str, str]:
+    return {"answer_id": answer_id, "rating": "down", "reason": "wrong", "comment": f"c{i}"}
+
+
+def _answer_id(client: TestClient | httpx.Client) -> str:
+    response = client.post("/v1/ask", json={"question": QUESTION})
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
 
 
 def test_feedback_survives_a_crash_right_after_the_200(qa_index: Path, tmp_path: Path) -> None:
@@ -795,19 +801,21 @@ def test_feedback_survives_a_crash_right_after_the_200(qa_index: Path, tmp_path:
     ids: list[str] = []
     server = AppProcess(env, log_file=tmp_path / "server.log")
     with server, httpx.Client(base_url=server.url, timeout=30) as client:
+        issued = _answer_id(client)
         for i in range(5):
-            response = client.post("/v1/feedback", json=_feedback_body(i))
+            response = client.post("/v1/feedback", json=_feedback_body(i, issued))
             assert response.status_code == 200
             ids.append(response.json()["id"])
         with ThreadPoolExecutor(20) as pool:
             responses = list(
                 pool.map(
-                    lambda i: client.post("/v1/feedback", json=_feedback_body(i)), range(5, 45)
+                    lambda i: client.post("/v1/feedback", json=_feedback_body(i, issued)),
+                    range(5, 45),
                 )
             )
         assert all(r.status_code == 200 for r in responses)
         ids += [r.json()["id"] for r in responses]
-        last = client.post("/v1/feedback", json=_feedback_body(45))
+        last = client.post("/v1/feedback", json=_feedback_body(45, issued))
         assert last.status_code == 200
         server.kill()  # SIGKILL the moment the last 200 is in
         ids.append(last.json()["id"])
@@ -832,7 +840,8 @@ def test_feedback_in_s3_exists_once_the_200_is_received(
     settings = settings_for(str(qa_index), tmp_path, feedback=f"s3://{s3.name}/feedback")
     server = ThreadedServer(create_app(settings))
     with server, httpx.Client(base_url=server.url, timeout=30) as client:
-        first = client.post("/v1/feedback", json=_feedback_body(0))
+        issued = _answer_id(client)
+        first = client.post("/v1/feedback", json=_feedback_body(0, issued))
         assert first.status_code == 200
         key_of = {k.rsplit("/", 1)[1].removesuffix(".json"): k for k in s3.keys("feedback/")}
         assert first.json()["id"] in key_of  # stored before the reply, not after
@@ -840,7 +849,8 @@ def test_feedback_in_s3_exists_once_the_200_is_received(
         with ThreadPoolExecutor(20) as pool:
             responses = list(
                 pool.map(
-                    lambda i: client.post("/v1/feedback", json=_feedback_body(i)), range(1, 41)
+                    lambda i: client.post("/v1/feedback", json=_feedback_body(i, issued)),
+                    range(1, 41),
                 )
             )
     assert all(r.status_code == 200 for r in responses)
@@ -849,7 +859,7 @@ def test_feedback_in_s3_exists_once_the_200_is_received(
     for key in keys:
         assert FEEDBACK_NAME.match(key.removeprefix("feedback/")), key
         record = json.loads(s3.get(key))
-        assert record["answer_id"].startswith("answer") and record["rating"] == "down"
+        assert record["answer_id"] == issued and record["rating"] == "down"
 
 
 # ---------------------------------------------------------------- capacity

@@ -3,6 +3,11 @@ and what a failed write leaves behind (real HTTP: moto S3, uvicorn, TestClient).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +100,137 @@ def test_feedback_with_the_default_location_survives_new_builds_and_cold_starts(
     assert sorted(p.stem for p in kept) == sorted(stored), everywhere
     # And it is not kept inside the cache, where a future eviction could reach it.
     assert not [p for p in kept if p.is_relative_to(cache)]
+
+
+# ---------------------------------------------------------------- item 7: ids, size, writes
+
+
+def local_settings(index: Path, tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "index": str(index),
+        "cache_dir": str(tmp_path / "cache"),
+        "feedback": str(tmp_path / "feedback"),
+        "refresh_s": 0,
+        "rate_limit_per_min": 0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def test_feedback_is_accepted_only_for_answer_ids_the_function_issued(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    settings = local_settings(qa_index, tmp_path, answer_id_secret="s" * 32)
+    with TestClient(create_app(settings)) as c:
+        issued = answer_id(c)
+        forged = [
+            "answer1",
+            "a" * 64,
+            uuid_hex(),
+            issued[:-1] + ("0" if issued[-1] != "0" else "1"),  # one digit of the MAC changed
+            issued.split("-")[0] + "-" + "0" * 32,
+            issued.upper(),
+        ]
+        for bad in forged:
+            r = c.post("/v1/feedback", json={"answer_id": bad, "rating": "up"})
+            assert r.status_code == 400, bad
+            assert r.json()["error"]["code"] == "unknown_answer"
+        assert not feedback_files(tmp_path / "feedback")
+        assert c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"}).status_code == 200
+    # Another instance with the same secret accepts the id; one with another does not.
+    with TestClient(create_app(settings)) as c:
+        assert c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"}).status_code == 200
+    other = local_settings(qa_index, tmp_path, answer_id_secret="t" * 32)
+    with TestClient(create_app(other)) as c:
+        r = c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"})
+        assert r.status_code == 400
+
+
+def uuid_hex() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+def test_a_feedback_record_is_bounded_in_bytes(qa_index: Path, tmp_path: Path) -> None:
+    from anchored_query.feedback import MAX_RECORD_BYTES
+
+    with TestClient(create_app(local_settings(qa_index, tmp_path))) as c:
+        issued = answer_id(c)
+        # 2,000 four-byte characters: within the character limit, 8 kB as UTF-8.
+        big = {"answer_id": issued, "rating": "down", "reason": "😀" * 200, "comment": "😀" * 2000}
+        r = c.post("/v1/feedback", json=big)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
+        ok = {"answer_id": issued, "rating": "down", "reason": "wrong", "comment": "😀" * 500}
+        assert c.post("/v1/feedback", json=ok).status_code == 200
+    sizes = [p.stat().st_size for p in feedback_files(tmp_path / "feedback")]
+    assert len(sizes) == 1 and sizes[0] <= MAX_RECORD_BYTES
+
+
+def test_the_local_feedback_folder_is_capped(qa_index: Path, tmp_path: Path) -> None:
+    from anchored_query.feedback import LocalFeedbackStore
+
+    store = LocalFeedbackStore(tmp_path / "feedback", max_records=5, max_bytes=1 << 20)
+    settings = local_settings(qa_index, tmp_path)
+    with TestClient(create_app(settings, feedback=store), raise_server_exceptions=False) as c:
+        issued = answer_id(c)
+        statuses = [
+            c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"}).status_code
+            for _ in range(8)
+        ]
+    assert statuses == [200] * 5 + [503] * 3
+    assert len(feedback_files(tmp_path / "feedback")) == 5
+    # A new process counts what is already there.
+    again = LocalFeedbackStore(tmp_path / "feedback", max_records=5, max_bytes=1 << 20)
+    with TestClient(create_app(settings, feedback=again), raise_server_exceptions=False) as c:
+        r = c.post("/v1/feedback", json={"answer_id": answer_id(c), "rating": "up"})
+        assert r.status_code == 503
+    small = LocalFeedbackStore(tmp_path / "feedback", max_records=1000, max_bytes=600)
+    with TestClient(create_app(settings, feedback=small), raise_server_exceptions=False) as c:
+        r = c.post("/v1/feedback", json={"answer_id": answer_id(c), "rating": "up"})
+        assert r.status_code == 503
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs (real ENOSPC); skipped where this process cannot mount one."""
+    path = tmp_path / "tiny"
+    path.mkdir()
+    if not (hasattr(os, "geteuid") and os.geteuid() == 0 and sys.platform.startswith("linux")):
+        pytest.skip("mounting a tmpfs needs root on Linux")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr!r}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def test_a_full_disk_is_a_503_and_leaves_no_partial_file(
+    qa_index: Path, tmp_path: Path, tiny_disk: Path
+) -> None:
+    folder = tiny_disk / "feedback"
+    settings = local_settings(qa_index, tmp_path, feedback=str(folder))
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        issued = answer_id(c)
+        body = {"answer_id": issued, "rating": "down", "comment": "x" * 1000}
+        assert c.post("/v1/feedback", json=body).status_code == 200
+        filler = tiny_disk / "filler"
+        with contextlib.suppress(OSError), open(filler, "wb") as fh:
+            for _ in range(64):
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        failed = [c.post("/v1/feedback", json=body).status_code for _ in range(5)]
+        assert failed == [503] * 5
+        left = sorted(p.name for p in tiny_disk.rglob("*") if p.is_file())
+        assert not [n for n in left if n.endswith(".tmp")], left
+        assert not [p for p in folder.rglob("*.json") if p.stat().st_size == 0]
+        filler.unlink()
+        assert c.post("/v1/feedback", json=body).status_code == 200
+    assert len(feedback_files(folder)) == 2
