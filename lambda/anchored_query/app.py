@@ -26,9 +26,16 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anchored_query import logsafe
+from anchored_query import logsafe
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
-from anchored_query.feedback import FeedbackStore, default_feedback_dir, feedback_store
+from anchored_query.feedback import (
+    FeedbackStore,
+    check_record,
+    default_feedback_dir,
+    feedback_store,
+)
+from anchored_query.ids import check_secret, is_issued
 from anchored_query.front import FrontOnly, viewer_ip
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
@@ -80,6 +87,8 @@ def create_app(
 ) -> Starlette:
     """The ASGI app. ``site_dir`` also serves a built site (``anchored serve``)."""
     settings = settings or Settings.from_env()
+    check_secret(settings.answer_id_secret)
+    logsafe.protect(settings.answer_id_secret)
     engine = engine or Engine(settings)
     store = feedback or feedback_store(settings.feedback, default_feedback_dir(settings.cache_dir))
     # One limit across instances when they share a store (DynamoDB on AWS), else per process.
@@ -164,12 +173,15 @@ def create_app(
         json_only(request)
         await limited(request)
         item = parse_feedback(await body_of(request))
+        if not is_issued(item.answer_id, settings.answer_id_secret):
+            raise QueryError(400, "unknown_answer", "'answer_id' is not an answer this site gave")
+        check_record(item)
         loaded = engine._loaded
         build_id = loaded.index.build_id if loaded else ""
         try:
             key = await run_in_threadpool(store.save, item, build_id=build_id)
         except Exception as exc:  # the reader's feedback must not vanish silently
-            log.error("feedback could not be stored: %s", type(exc).__name__)
+            log.error("feedback could not be stored: %s: %s", type(exc).__name__, exc)
             raise QueryError(
                 503, "feedback_unavailable", "feedback could not be stored; try again"
             ) from None

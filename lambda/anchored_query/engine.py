@@ -11,7 +11,6 @@ import logging
 import math
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from anchored_query.budget import with_budget
 from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
+from anchored_query.ids import new_answer_id
 from anchored_query.index_store import IndexSource
 from anchored_query.llm import ChatMessage, Completion, LLMClient, make_client
 from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
@@ -329,7 +329,7 @@ class Engine:
                 result["fallback"] = fallback
         timings["total"] = _ms(time.perf_counter() - t0)
         result.update(
-            id=uuid.uuid4().hex,
+            id=new_answer_id(self.settings.answer_id_secret),
             passages_considered=len(passages),
             build_id=loaded.index.build_id,
             timings_ms=timings,

@@ -89,6 +89,7 @@ class Settings:
     max_passages: int = 200
     site_name: str = ""
     worker_threads: int = 0  # requests worked on at once; 0: 100 with an LLM, else 40
+    answer_id_secret: str = field(default="", repr=False)  # signs answer ids (ids.py)
     # Spend cap, rate limits across instances, the key from a secret (budget.py,
     # ratelimit.py, shared_state.py, secrets.py). 0 = no cap.
     shared_state: str = ""  # "" / memory, dynamodb:TABLE, file:PATH
@@ -155,6 +156,7 @@ class Settings:
             max_passages=_int(env, "ANCHORED_MAX_PASSAGES", 200, 5, 1000),
             site_name=_get(env, "ANCHORED_SITE_NAME", ""),
             worker_threads=_int(env, "ANCHORED_WORKER_THREADS", 0, 0, 1000),
+            answer_id_secret=_get(env, "ANCHORED_ANSWER_ID_SECRET", ""),
             **_spend_and_limits(env),
         )
 
