@@ -26,7 +26,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anchored_query import logsafe
-from anchored_query import logsafe
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.feedback import (
@@ -35,8 +34,8 @@ from anchored_query.feedback import (
     default_feedback_dir,
     feedback_store,
 )
-from anchored_query.ids import check_secret, is_issued
 from anchored_query.front import FrontOnly, viewer_ip
+from anchored_query.ids import check_secret, is_issued
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
