@@ -37,6 +37,7 @@ BROWSER = ROOT / "tests" / "browser"
 QA_SITE = ROOT / "tests" / "fixtures" / "qa-site"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 INSTALL = "apt-get install -y chromium nodejs npm"
+NODE_PACKAGES = ("playwright-core", "@highlightjs/cdn-assets")
 
 
 def _require_browser() -> None:
@@ -107,7 +108,7 @@ def _node_env(**extra: str) -> dict[str, str]:
 def node_modules() -> None:
     """tests/browser/node_modules (``npm ci`` once when missing, as run.sh does)."""
     _require_browser()
-    if (BROWSER / "node_modules" / "playwright-core").is_dir():
+    if all((BROWSER / "node_modules" / p).is_dir() for p in NODE_PACKAGES):
         return
     code, out = _run(
         ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],

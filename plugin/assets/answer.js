@@ -3,9 +3,12 @@
 //
 // `ctx` is what the dialog lends: hrefFor(citation), navigate(citation, href, event),
 // showTip(chip, citation), hideTip(), sendFeedback(payload): Promise, saved(),
-// host (element for the copy fallback), retry(turn), searchHref(q), openSearch(q): boolean.
+// host (element for the copy fallback), retry(turn), searchHref(q), openSearch(q): boolean,
+// linkFor(href): absolute URL of a link in answer text that stays on the site, or null;
+// follow(event): a link in the answer was clicked.
 import { el, icon } from './dom.js';
-import { answerText, citationPath, groupByPage, toMarkdown } from './text.js';
+import { answerBlocks, toMarkdown } from './markdown.js';
+import { answerText, citationPath, groupByPage } from './text.js';
 
 const REASONS = [
   ['incorrect', 'Wrong or misleading'],
@@ -127,37 +130,113 @@ function feedback(ctx, turn) {
   return [box, reasonForm];
 }
 
-function copyButton(ctx, turn) {
-  const label = el('span', { text: 'Copy answer' });
+async function copyText(ctx, text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const ta = el('textarea', { class: 'anchored-sr' });
+    ta.value = text;
+    ctx.host.append(ta); // inside the modal dialog: the rest of the page is inert
+    ta.select();
+    let ok = false;
+    try {
+      ok = document.execCommand('copy');
+    } catch {
+      ok = false;
+    }
+    ta.remove();
+    return ok;
+  }
+}
+
+function copyButton(ctx, what, text, label = 'Copy answer', cls = 'anchored-btn') {
+  const span = el('span', { text: label });
   return el(
     'button',
     {
       type: 'button',
-      class: 'anchored-btn',
+      class: cls,
+      'aria-label': what,
       onclick: async () => {
-        const md = toMarkdown(turn.reply, ctx.hrefFor);
-        let ok = false;
-        try {
-          await navigator.clipboard.writeText(md);
-          ok = true;
-        } catch {
-          const ta = el('textarea', { class: 'anchored-sr' });
-          ta.value = md;
-          ctx.host.append(ta); // inside the modal dialog: the rest of the page is inert
-          ta.select();
-          try {
-            ok = document.execCommand('copy');
-          } catch {
-            ok = false;
-          }
-          ta.remove();
-        }
-        label.textContent = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => (label.textContent = 'Copy answer'), 2000);
+        const ok = await copyText(ctx, text());
+        span.textContent = ok ? 'Copied' : 'Copy failed';
+        setTimeout(() => (span.textContent = label), 2000);
       },
     },
     icon('copy'),
-    label,
+    span,
+  );
+}
+
+// ---- the answer's Markdown subset, drawn as elements and text nodes (text.js parses it)
+function inline(ctx, nodes) {
+  return nodes.map((n) => {
+    if (n.t === 'text') return n.v;
+    if (n.t === 'code') return el('code', { class: 'anchored-code-inline', text: n.v });
+    if (n.t === 'strong') return el('strong', {}, inline(ctx, n.kids));
+    if (n.t === 'em') return el('em', {}, inline(ctx, n.kids));
+    const href = ctx.linkFor(n.href);
+    return href ? el('a', { class: 'anchored-link', href, onclick: (e) => ctx.follow(e) }, inline(ctx, n.kids)) : n.src;
+  });
+}
+
+function chips(ctx, r, item) {
+  return (item.citations || []).map((n) => {
+    const c = r.citations.find((x) => x.n === n);
+    return c ? chip(ctx, c) : null;
+  });
+}
+
+function sentence(ctx, r, { item, nodes }) {
+  const cs = chips(ctx, r, item);
+  return [el('span', { class: 'anchored-sentence' }, inline(ctx, nodes)), cs.length ? ' ' : null, cs, ' '];
+}
+
+// The theme's own highlighter when it has one on the page (the mkdocs theme's highlight.js,
+// which reads the text and escapes it); otherwise plain code with a language- class.
+function highlightCode(code, lang) {
+  const hljs = window.hljs;
+  if (!lang || !hljs || typeof hljs.highlightElement !== 'function') return;
+  if (typeof hljs.getLanguage === 'function' && !hljs.getLanguage(lang)) return;
+  try {
+    hljs.highlightElement(code);
+  } catch {
+    /* left as plain text */
+  }
+}
+
+function codeBlock(ctx, r, b) {
+  const code = el('code', { class: b.lang ? 'language-' + b.lang : null, text: b.code });
+  highlightCode(code, b.lang);
+  const cs = chips(ctx, r, b.item);
+  return el(
+    'div',
+    { class: 'anchored-code' },
+    el(
+      'div',
+      { class: 'anchored-code__bar' },
+      el('span', { class: 'anchored-code__lang', text: b.lang || 'code' }),
+      cs.length ? el('span', { class: 'anchored-code__cites' }, cs) : null,
+      copyButton(ctx, 'Copy code', () => b.code, 'Copy', 'anchored-code__copy'),
+    ),
+    el('pre', { class: 'anchored-sentence anchored-pre' }, code),
+  );
+}
+
+function answerBody(ctx, r) {
+  return el(
+    'div',
+    { class: 'anchored-answer' },
+    answerBlocks(r.answer).map((b) => {
+      if (b.type === 'code') return codeBlock(ctx, r, b);
+      if (b.type === 'p') return el('p', { class: 'anchored-p' }, b.items.map((e) => sentence(ctx, r, e)));
+      return el(
+        b.ordered ? 'ol' : 'ul',
+        { class: 'anchored-list', start: b.ordered && b.start !== 1 ? b.start : null },
+        b.items.map((e) => el('li', {}, sentence(ctx, r, e))),
+      );
+    }),
   );
 }
 
@@ -165,7 +244,7 @@ function renderReply(ctx, turn) {
   const r = turn.reply;
   const out = [];
   if (r.mode === 'extractive') {
-    out.push(el('p', { class: 'anchored-badge', text: 'Quoted from the docs — no AI model configured' }));
+    out.push(el('p', { class: 'anchored-badge', title: 'Sentences taken word for word from the pages below', text: 'Quoted from the docs' }));
   }
   if (r.abstained) {
     const said = answerText(r.answer);
@@ -179,26 +258,12 @@ function renderReply(ctx, turn) {
     );
     if (r.citations.length) out.push(sources(ctx, r, 'What the docs do cover'));
   } else {
-    out.push(
-      el(
-        'p',
-        { class: 'anchored-answer' },
-        r.answer.map((s) => [
-          el('span', { class: 'anchored-sentence', text: s.text.trim() }),
-          s.citations.length ? ' ' : null,
-          s.citations.map((n) => {
-            const c = r.citations.find((x) => x.n === n);
-            return c ? chip(ctx, c) : null;
-          }),
-          ' ',
-        ]),
-      ),
-    );
+    out.push(answerBody(ctx, r));
     if (r.citations.length) out.push(sources(ctx, r, 'Sources'));
   }
   const meta = r.passages_considered ? `Based on ${r.passages_considered} passages read` : '';
   out.push(
-    el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(ctx, turn), ...(r.id ? feedback(ctx, turn) : [])),
+    el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(ctx, 'Copy answer as Markdown', () => toMarkdown(r, ctx.hrefFor, ctx.linkFor)), ...(r.id ? feedback(ctx, turn) : [])),
   );
   return out;
 }

@@ -3,6 +3,7 @@
 import { renderTurnBody } from './answer.js';
 import { apiUrl, postJSON, readAnswer } from './api.js';
 import { el, icon } from './dom.js';
+import { siteLink } from './markdown.js';
 import { answerText, citationHref, citationPath, prefixLabel, sectionPrefix } from './text.js';
 
 const STORE = 'anchored:conversation';
@@ -157,6 +158,13 @@ export function createDialog(env) {
     saved: () => save(turns),
     host: dialog,
     retry: (turn) => ask(turn.q, turn),
+    linkFor: (href) => {
+      const u = siteLink(href, env.root);
+      return u ? u.href : null;
+    },
+    follow: (e) => {
+      if (!e.defaultPrevented && e.button === 0 && !(e.metaKey || e.ctrlKey || e.shiftKey || e.altKey)) close(false);
+    },
     searchHref: (q) => env.searchHref(q),
     openSearch: (q) => {
       if (!env.openSearch(q)) return false;

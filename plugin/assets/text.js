@@ -218,25 +218,3 @@ export function groupByPage(citations) {
 export function answerText(answer) {
   return (answer || []).map((s) => String(s.text || '').trim()).filter(Boolean).join(' ');
 }
-
-function mdEscape(s) {
-  return String(s).replace(/([\\[\]<>*_`])/g, '\\$1');
-}
-
-/** The answer as Markdown: sentences with [n] references, then `[n]: absolute-url "path"`. */
-export function toMarkdown(reply, hrefFor) {
-  const body = (reply.answer || [])
-    .map((s) => {
-      const refs = (s.citations || []).map((n) => `[${n}]`).join(' ');
-      return mdEscape(String(s.text || '').trim()) + (refs ? ' ' + refs : '');
-    })
-    .join(' ');
-  const defs = (reply.citations || [])
-    .map((c) => {
-      const href = hrefFor(c);
-      const title = citationPath(c).replace(/"/g, "'");
-      return href ? `[${c.n}]: ${href}${title ? ` "${title}"` : ''}` : '';
-    })
-    .filter(Boolean);
-  return [body, defs.join('\n')].filter(Boolean).join('\n\n') + '\n';
-}

@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SHOTS, flat, key, launch, newPage, open, readHighlight, ask, until } from './helpers.js';
+import { itemText } from '../../plugin/assets/markdown.js';
 
 /** What answers on the server: "extractive" or "llm". */
 const MODE = process.env.ANCHORED_E2E || '';
@@ -126,7 +127,7 @@ test(`${MODE || 'e2e'}: an answer with renumbered chips; preview; the chip lands
   const turn = lastTurn(page);
   const chips = await chipNumbers(turn);
   assert.deepEqual([...new Set(chips)], range(n), `chips in order of appearance: ${chips}`);
-  assert.deepEqual(await turn.locator('.anchored-sentence').allTextContents(), reply.answer.map((s) => s.text.trim()));
+  assert.deepEqual(await turn.locator('.anchored-sentence').allTextContents(), reply.answer.map((s) => itemText(s.text)));
   const badge = turn.locator('.anchored-badge');
   if (MODE === 'extractive') assert.match(await badge.textContent(), /Quoted from the docs/);
   else assert.equal(await badge.count(), 0, 'no extractive label on an LLM answer');
@@ -189,7 +190,7 @@ test(`${MODE || 'e2e'}: a follow-up in the same dialog sends the conversation an
   assert.equal(await page.locator('.anchored-turn').count(), 2, 'both turns shown');
   const turn = lastTurn(page);
   assert.equal(await turn.locator('.anchored-error').count(), 0);
-  assert.deepEqual(await turn.locator('.anchored-sentence').allTextContents(), reply.answer.map((s) => s.text.trim()));
+  assert.deepEqual(await turn.locator('.anchored-sentence').allTextContents(), reply.answer.map((s) => itemText(s.text)));
   assert.deepEqual([...new Set(await chipNumbers(turn))], range(reply.citations.length));
   assert.equal(await page.getAttribute('.anchored-input', 'placeholder'), 'Ask a follow-up…');
   assert.deepEqual(page.errors, []);

@@ -43,6 +43,7 @@ ROUTES = [
     (("xss", "<script", "<img"), "xss"),
     (("weather", "abstain"), "abstain"),
     (("extractive", "quote"), "extractive"),
+    (("markdown",), "markdown"),  # before "down", which it contains
     (("down", "503"), "down"),
     (("busy", "429"), "busy"),
 ]

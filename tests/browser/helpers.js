@@ -51,6 +51,7 @@ function pick(q) {
   if (['xss', '<script', '<img'].some((w) => q.includes(w))) return 'xss';
   if (['weather', 'abstain'].some((w) => q.includes(w))) return 'abstain';
   if (['extractive', 'quote'].some((w) => q.includes(w))) return 'extractive';
+  if (q.includes('markdown')) return 'markdown'; // before "down", which it contains
   if (['down', '503'].some((w) => q.includes(w))) return 'down';
   if (['busy', '429'].some((w) => q.includes(w))) return 'busy';
   return 'default';

@@ -10,7 +10,7 @@ if [ ! -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "run.sh: Chromium not found at ${CHROMIUM:-/usr/bin/chromium} (apt-get install -y chromium)" >&2
   exit 2
 fi
-if [ ! -d node_modules/playwright-core ]; then
+if [ ! -d node_modules/playwright-core ] || [ ! -d node_modules/@highlightjs/cdn-assets ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
 

@@ -1,6 +1,7 @@
-// plugin/assets/text.js is plain logic: tested in Node without a browser.
+// plugin/assets/text.js and markdown.js are plain logic: tested in Node without a browser.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { answerBlocks, itemText, parseFence, parseInline, siteLink, toMarkdown } from '../../plugin/assets/markdown.js';
 import {
   citationHref,
   citationPath,
@@ -14,7 +15,6 @@ import {
   specFor,
   stripParam,
   toKey,
-  toMarkdown,
 } from '../../plugin/assets/text.js';
 
 const ROOT = new URL('https://docs.example.com/proj/');
@@ -111,5 +111,87 @@ test('copy as Markdown: sentences with [n] references and absolute link definiti
     },
     (c) => citationHref(c, ROOT),
   );
-  assert.equal(md, 'Use \\`endpoint\\` \\<here\\>. [1] [2] Done.\n\n[1]: https://docs.example.com/proj/a/?anchored-hl=hello+world#x "A › X"\n');
+  assert.equal(md, 'Use `endpoint` \\<here\\>. [1] [2] Done.\n\n[1]: https://docs.example.com/proj/a/?anchored-hl=hello+world#x "A › X"\n');
+});
+
+test('copy as Markdown keeps lists, code blocks, emphasis and site links; other links become text', () => {
+  const link = (h) => (siteLink(h, ROOT) || {}).href || null;
+  const md = toMarkdown(
+    {
+      answer: [
+        { text: 'Add **this** to [the config](a/#x):', citations: [1] },
+        { text: '```yaml\nplugins:\n  - anchored\n```', citations: [1] },
+        { text: '1. one *step*', citations: [1] },
+        { text: '2. [two](https://evil.example/)', citations: [] },
+      ],
+      citations: [],
+    },
+    () => null,
+    link,
+  );
+  assert.equal(
+    md,
+    'Add **this** to [the config](https://docs.example.com/proj/a/#x): [1]\n\n```yaml\nplugins:\n  - anchored\n```\n\n1. one *step* [1]\n2. \\[two\\](https://evil.example/)\n',
+  );
+});
+
+const T = (v) => ({ t: 'text', v });
+
+test('inline Markdown: code, bold, italic, nesting, escapes; stray markers stay text', () => {
+  assert.deepEqual(parseInline('Use `a*b` and **bold *it* x**'), [
+    T('Use '), { t: 'code', v: 'a*b' }, T(' and '), { t: 'strong', kids: [T('bold '), { t: 'em', kids: [T('it')] }, T(' x')] },
+  ]);
+  assert.deepEqual(parseInline('*it **b** i*'), [{ t: 'em', kids: [T('it '), { t: 'strong', kids: [T('b')] }, T(' i')] }]);
+  assert.deepEqual(parseInline('***both***'), [{ t: 'em', kids: [{ t: 'strong', kids: [T('both')] }] }]);
+  assert.deepEqual(parseInline('2 * 3 * 4'), [T('2 * 3 * 4')]);
+  assert.deepEqual(parseInline('**unclosed and `open'), [T('**unclosed and `open')]);
+  assert.deepEqual(parseInline('\\*not em\\* snake_case_name'), [T('*not em* snake_case_name')]);
+  assert.deepEqual(parseInline('``a `tick` b``'), [{ t: 'code', v: 'a `tick` b' }]);
+  assert.deepEqual(parseInline('`**not bold**`'), [{ t: 'code', v: '**not bold**' }]);
+  assert.deepEqual(parseInline('<b>x</b>'), [T('<b>x</b>')]);
+  // deep nesting pairs up in linear-ish time; unpaired runs keep every character
+  const deep = '*a '.repeat(50) + 'x' + ' a*'.repeat(50);
+  assert.equal(itemText(deep), 'a '.repeat(50) + 'x' + ' a'.repeat(50));
+  const t0 = Date.now();
+  const hostile = '*a **b '.repeat(400) + '[x]('.repeat(200) + '`'.repeat(300);
+  assert.equal(itemText(hostile), hostile);
+  assert.ok(Date.now() - t0 < 500, `${Date.now() - t0} ms for a hostile line`);
+});
+
+test('links: [text](url) parsed; only links that stay under the site root are links', () => {
+  const [link] = parseInline('[the **config**](a/(b)#x)');
+  assert.equal(link.t, 'link');
+  assert.equal(link.href, 'a/(b)#x');
+  assert.deepEqual(link.kids, [T('the '), { t: 'strong', kids: [T('config')] }]);
+  assert.equal(siteLink('user-guide/#x', ROOT).href, 'https://docs.example.com/proj/user-guide/#x');
+  assert.equal(siteLink('/proj/a/', ROOT).href, 'https://docs.example.com/proj/a/');
+  for (const bad of ['javascript:alert(1)', 'JaVaScRiPt:alert(1)', ' javascript:alert(1)', 'java\tscript:x', 'data:text/html,x',
+    '//evil.example/x', 'https://evil.example/', 'https://docs.example.com/other/', '/other/', 'vbscript:x', '\\\\evil/x', '']) {
+    assert.equal(siteLink(bad, ROOT), null, bad);
+  }
+  assert.equal(itemText('see [x](javascript:alert(1)) now', (h) => !!siteLink(h, ROOT)), 'see [x](javascript:alert(1)) now');
+  assert.equal(itemText('see [x](a/) now', (h) => !!siteLink(h, ROOT)), 'see x now');
+});
+
+test('blocks: code fences with a language, list runs, paragraphs; citations stay with their item', () => {
+  assert.deepEqual(parseFence('```yaml\na: 1\n```'), { lang: 'yaml', code: 'a: 1' });
+  assert.deepEqual(parseFence('~~~ {.python}\nx\n~~~'), { lang: 'python', code: 'x' });
+  assert.deepEqual(parseFence('```<img src=x>\nx\n```'), { lang: '', code: 'x' });
+  assert.deepEqual(parseFence('````md\n```\ninner\n```\n````'), { lang: 'md', code: '```\ninner\n```' });
+  const blocks = answerBlocks([
+    { text: 'Intro:', citations: [1] },
+    { text: '1. one', citations: [1] },
+    { text: '2. two', citations: [] },
+    { text: '- dash', citations: [2] },
+    { text: '```sh\npip install x\n```', citations: [2] },
+    { text: 'First.\n\nSecond.', citations: [3] },
+  ]);
+  assert.deepEqual(blocks.map((b) => [b.type, b.ordered, b.items ? b.items.length : b.lang]), [
+    ['p', undefined, 1], ['list', true, 2], ['list', false, 1], ['code', undefined, 'sh'], ['p', undefined, 1], ['p', undefined, 1],
+  ]);
+  assert.deepEqual(blocks[4].items[0].item.citations, []);
+  assert.deepEqual(blocks[5].items[0].item.citations, [3]);
+  assert.equal(answerBlocks([{ text: '3. three', citations: [] }])[0].start, 3);
+  assert.equal(itemText('```yaml\na: 1\n```'), 'a: 1');
+  assert.equal(itemText('- **bold** `x`'), 'bold x');
 });
