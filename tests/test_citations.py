@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from anchored_query.citations import (
     PREVIEW_CHARS,
     VerifiedAnswer,
@@ -9,6 +10,7 @@ from anchored_query.citations import (
     renumber,
     verify,
 )
+from anchored_query.links import citation_link
 from anchored_query.types import AnswerSentence, Passage
 
 DEV_ADDR = (
@@ -271,6 +273,7 @@ def test_renumber_in_order_of_first_appearance() -> None:
         "heading_path": ["Configuration", "github-pages"],
         "passage": DEPLOY,
         "highlight": DEPLOY,
+        "link": citation_link("user-guide/deploying-your-docs/#github-pages", DEPLOY),
     }
 
 
@@ -292,3 +295,256 @@ def test_empty_anchor_url_and_missing_highlight() -> None:
     _, citations = renumber(verified, context)
     assert citations[0]["url"] == ""
     assert citations[0]["highlight"] == "Welcome to MkDocs."
+
+
+# -- marker forms real models write -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "numbers"),
+    [
+        ("The default is 8000 [3].", [3]),
+        ("The default is 8000 [3, 7].", [3, 7]),
+        ("The default is 8000 (3).", [3]),
+        ("The default is 8000 (3, 7).", [3, 7]),
+        ("The default is 8000 [^3].", [3]),
+        ("The default is 8000 [Source: 3].", [3]),
+        ("The default is 8000 [3 and 7].", [3, 7]),
+        ("The default is 8000 [#3].", [3]),
+        ("The default is 8000 [doc 3].", [3]),
+        ("The default is 8000 [3: Configuration].", [3]),
+        ("The default is 8000 [Passage 3, Passage 7].", [3, 7]),
+        ("The default is 8000 （3）。", [3]),
+        ("The default is 8000 【3】.", [3]),
+        ("The default is 8000 【3†source】.", [3]),
+        ("The default is 8000 (Source: 3).", [3]),
+        ("The default is 8000. (3)", [3]),
+    ],
+)
+def test_marker_forms(reply: str, numbers: list[int]) -> None:
+    [sentence] = parse_answer(reply, known=CONTEXT.keys())
+    assert sentence.citations == numbers
+    assert "3" not in sentence.text and "8000" in sentence.text
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "In step (3), run mkdocs serve.",
+        "Run step (3).",
+        "(3) Run mkdocs serve.",
+        "Call f(3) to start.",
+        "Options (3) and (7) differ.",
+        "Run `mkdocs serve (3)`.",
+    ],
+)
+def test_parentheses_that_are_not_markers(reply: str) -> None:
+    [sentence] = parse_answer(reply, known=CONTEXT.keys())
+    assert sentence.citations == []
+    assert "3" in sentence.text
+
+
+def test_parenthesised_number_not_in_context_is_no_marker() -> None:
+    [sentence] = parse_answer("The port is 8000 (42).", known=CONTEXT.keys())
+    assert sentence.citations == [] and "(42)" in sentence.text
+    # and the sentence is then checked with 42 as a number it asserts
+    assert verify([sentence], CONTEXT).removed == 1
+
+
+def test_unknown_bracket_numbers_are_dropped_as_invalid() -> None:
+    result = check("The default is 127.0.0.1:8000 [Source: 3, 44].")
+    assert result.sentences[0].citations == [3] and result.invalid_citations == [44]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Serve on 127.0.0.1:8000.\n\nSources: [3], [9]",
+        "Serve on 127.0.0.1:8000.\n\n**Sources:**\n1. [3] Configuration › dev_addr\n2. [9] Deploy",
+        "Serve on 127.0.0.1:8000.\n\nSources:\n3. Section: Configuration › dev_addr\n9. Deploying",
+        "Serve on 127.0.0.1:8000.[^3]\n\n[^3]: Configuration › dev_addr",
+        "Serve on 127.0.0.1:8000.\nReferences: 3, 9",
+    ],
+)
+def test_footers_are_markers_not_sentences(reply: str) -> None:
+    parsed = parse_answer(reply, known=CONTEXT.keys())
+    assert [s.text for s in parsed] == ["Serve on 127.0.0.1:8000."]
+    result = verify(parsed, CONTEXT)
+    assert result.sentences == [AnswerSentence("Serve on 127.0.0.1:8000.", [3])]
+    assert not result.abstained
+
+
+def test_filler_fragment_gives_its_marker_to_the_sentence_before() -> None:
+    # The case: "... to the desired address and port. For example, [3]"
+    reply = "Set dev_addr in your mkdocs.yml to the desired address and port. For example, [3]"
+    assert cites(reply) == [
+        ("Set dev_addr in your mkdocs.yml to the desired address and port.", [3]),
+    ]
+
+
+# -- reasoning blocks ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<think>The user wants the port. Passage 3 says 8000.</think>\nThe default is 8000 [3].",
+        "The default is 8000 [3].\n<think>Maybe also mention 8080?</think>",
+        "Answer:\n<think>hmm [7]</think>\nThe default is 8000 [3].",
+        "<thinking>check [7]</thinking>The default is 8000 [3].",
+        "<reasoning>port 8080?</reasoning>The default is 8000 [3].",
+        "The user wants the port; 8080? no.</think>The default is 8000 [3].",
+        "<|channel|>analysis<|message|>Port 8080 maybe [7].<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>The default is 8000 [3].<|return|>",
+    ],
+)
+def test_reasoning_blocks_are_never_shown(reply: str) -> None:
+    result = verify(parse_answer(reply), CONTEXT)
+    assert [(s.text, s.citations) for s in result.sentences] == [("The default is 8000.", [3])]
+
+
+def test_unclosed_reasoning_leaves_no_answer() -> None:
+    assert parse_answer("<think>The port might be 8000 [3] so I will say") == []
+    assert cites("The default is 8000 [3].\n<think>and also 8080 [3]") == [
+        ("The default is 8000.", [3])
+    ]
+
+
+# -- attribution -----------------------------------------------------------------
+
+
+def test_paragraph_marker_covers_the_sentences_before_it() -> None:
+    result = check(
+        "The dev server address is set with dev_addr. It must be of the format IP:PORT. "
+        "The default is 127.0.0.1:8000 [3].\n\nDeploy with mkdocs gh-deploy [9]."
+    )
+    assert [(s.text, s.citations) for s in result.sentences] == [
+        ("The dev server address is set with dev_addr.", [3]),
+        ("It must be of the format IP:PORT.", [3]),
+        ("The default is 127.0.0.1:8000.", [3]),
+        ("Deploy with mkdocs gh-deploy.", [9]),
+    ]
+    assert result.removed == 0 and result.attributed == 2
+
+
+def test_neighbour_in_another_paragraph_supports() -> None:
+    result = check("Run mkdocs gh-deploy [9].\n\nIt pushes the built site to the gh-pages branch.")
+    assert [s.citations for s in result.sentences] == [[9], [9]]
+
+
+def test_best_passage_in_context_supports_an_uncited_sentence() -> None:
+    result = check(
+        "Run mkdocs gh-deploy to push the site [9].\n\n"
+        "Set use_directory_urls to false in mkdocs.yml when browsing from the file system."
+    )
+    assert [s.citations for s in result.sentences] == [[9], [7]]
+    assert result.attributed == 1
+
+
+def test_uncited_sentence_no_passage_supports_is_dropped() -> None:
+    result = check(
+        "Run mkdocs gh-deploy to push the site [9]. MkDocs can also export a PDF of the site."
+    )
+    assert [s.text for s in result.sentences] == ["Run mkdocs gh-deploy to push the site."]
+    assert result.removed == 1 and "PDF" in result.reasons[0]
+
+
+def test_attributed_sentence_is_checked_like_a_cited_one() -> None:
+    # the paragraph's marker [3] would cover it, but 8080 is not in passage 3 (nor anywhere)
+    result = check("The dev server listens on port 8080. The format is IP:PORT [3].")
+    assert [s.text for s in result.sentences] == ["The format is IP:PORT."]
+
+
+def test_reply_without_any_citation_gets_no_attribution() -> None:
+    result = check("Run mkdocs gh-deploy to push the built site to the gh-pages branch.")
+    assert result.sentences == [] and result.abstained
+
+
+def test_semantic_support_can_veto() -> None:
+    text = "Run mkdocs gh-deploy [9]. It pushes the built site to the gh-pages branch."
+    assert len(verify(parse_answer(text), CONTEXT).sentences) == 2
+    low = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: 0.1)
+    assert low.sentences == [] and low.abstained
+    high = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: 0.9)
+    assert len(high.sentences) == 2
+    nan = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: float("nan"))
+    assert len(nan.sentences) == 2  # no opinion: lexical support decides
+
+
+# -- values and pairs ----------------------------------------------------------------
+
+THEMES = {
+    1: passage(
+        1,
+        "The default theme, a custom Bootstrap theme.\n"
+        "navigation_depth: The maximum depth of the navigation tree in the sidebar. Default: 2.",
+        "mkdocs",
+        page="user-guide/choosing-your-theme/",
+        title="Choosing your Theme",
+        heading_path=["Choosing your Theme", "mkdocs"],
+    ),
+    2: passage(
+        2,
+        "A clone of the default theme used by the Read the Docs service.\n"
+        "navigation_depth: The maximum depth of the navigation tree in the sidebar. Default: 4.\n"
+        "titles_only: Only include page titles in the sidebar. Default: False.",
+        "readthedocs",
+        page="user-guide/choosing-your-theme/",
+        title="Choosing your Theme",
+        heading_path=["Choosing your Theme", "readthedocs"],
+    ),
+}
+
+
+def test_swapped_values_are_rejected() -> None:
+    right = (
+        "The `mkdocs` theme's `navigation_depth` defaults to 2, while `readthedocs` uses 4 [1, 2]."
+    )
+    wrong = (
+        "The `mkdocs` theme's `navigation_depth` defaults to 4, while `readthedocs` uses 2 [1, 2]."
+    )
+    assert verify(parse_answer(right), THEMES).removed == 0
+    result = verify(parse_answer(wrong), THEMES)
+    assert result.removed == 1 and "paired differently" in result.reasons[0]
+
+
+def test_value_given_to_the_wrong_section_is_rejected() -> None:
+    assert verify(parse_answer("In readthedocs, navigation_depth is 4 [2]."), THEMES).removed == 0
+    assert verify(parse_answer("In mkdocs, navigation_depth is 4 [1, 2]."), THEMES).removed == 1
+    assert verify(parse_answer("In readthedocs, titles_only is True [2]."), THEMES).removed == 1
+
+
+# -- disclaimers and the prompt's structure -------------------------------------------
+
+
+def test_disclaimer_before_an_answer_is_dropped() -> None:
+    result = check(
+        "The documentation does not cover changing the port. However, you can set dev_addr "
+        "to an IP:PORT address for mkdocs serve [3]."
+    )
+    assert not result.abstained
+    assert [s.citations for s in result.sentences] == [[3]]
+    assert "disclaimer" in result.reasons[0]
+
+
+def test_disclaimer_after_an_answer_stays_as_the_missing_part() -> None:
+    result = check(
+        "Run mkdocs gh-deploy to push the site [9]. The documentation does not cover GitLab."
+    )
+    assert not result.abstained and [s.citations for s in result.sentences] == [[9], []]
+
+
+def test_only_a_disclaimer_is_an_abstention() -> None:
+    result = check("The documentation does not cover baking bread.")
+    assert result.abstained and result.sentences[0].citations == []
+
+
+def test_header_list_reply_is_rejected() -> None:
+    reply = (
+        "1. Section: Configuration › dev_addr [3]\n"
+        "2. Section: Configuration › use_directory_urls [7]\n"
+        "3. Section: Configuration › github-pages [9]"
+    )
+    result = check(reply)
+    assert result.sentences == [] and result.abstained and result.removed == 3
+    assert all("headings" in r for r in result.reasons)

@@ -63,10 +63,11 @@ _FOOTER_REST = re.compile(
     + r"\s*(?:[:：†|][^\[\]【】［］\n]{0,80})?[\]】］)）]?[\s,;，、.]*)+$",
     re.IGNORECASE,
 )
-# One item of a footer list: "1. Section: …", "- [2] Configuration", "[^3]: …".
+# One item of a footer list: "1. Section: …", "- [2] Configuration", "1. [2] …", "[^3]: …".
 _FOOTER_ITEM = re.compile(
-    r"^[ \t]*(?:[-*+][ \t]+)?(?:[\[【［(（]\s*(?:" + MARKER_LABEL + r"\s*[:：]?\s*)?"
-    r"[#^]?(\d{1,4})\s*[\]】］)）]:?|(?:" + MARKER_LABEL + r"\s*)?(\d{1,4})[.):：])(?:[ \t]|$)",
+    r"^[ \t]*(?:[-*+][ \t]+)?(?:(?:" + MARKER_LABEL + r"\s*)?(?P<enum>\d{1,4})[.):：](?:[ \t]+|$))?"
+    r"(?:[\[【［(（]\s*(?:" + MARKER_LABEL + r"\s*[:：]?\s*)?[#^]?(?P<marker>\d{1,4})\s*"
+    r"[\]】］)）]:?(?:[ \t]|$))?",
     re.IGNORECASE,
 )
 _DIGITS = re.compile(r"\d+")
@@ -168,9 +169,10 @@ def take_footers(text: str) -> tuple[str, list[Footer]]:
                 j += 1
                 continue
             item = _FOOTER_ITEM.match(lines[j])
-            if item is None:
+            number = item and (item.group("marker") or item.group("enum"))
+            if not number:
                 break
-            numbers.extend(int(g) for g in item.groups() if g is not None)
+            numbers.append(int(number))
             j += 1
         if head is not None and not rest and j == start + 1:
             i += 1  # a label with nothing under it: ordinary text

@@ -1,0 +1,180 @@
+"""The support tests behind citation checks, on hand-labelled real documentation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from anchored_query.citations import ParsedSentence, verify
+from anchored_query.support import (
+    content_terms,
+    lexical_support,
+    make_support,
+    pairing_conflicts,
+    quotes_a_quotation,
+    restates_headings,
+)
+from anchored_query.types import Passage
+
+from build_index.embedder import Embedder, ModelSpec, get_model
+from build_index.index_format import read_index
+
+LABELS = Path(__file__).parent / "fixtures" / "support-labels.jsonl"
+
+
+def labelled() -> list[tuple[str, Passage, bool]]:
+    rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line]
+    out = []
+    for r in rows:
+        p = Passage(
+            n=1,
+            chunk_ids=[f"{r['section']}~0"],
+            section_id=r["section"],
+            page="page/",
+            anchor=r["section"],
+            title=r["title"],
+            heading_path=r["heading_path"],
+            text=r["passage"],
+            highlight=r["passage"],
+        )
+        out.append((r["sentence"], p, r["supported"]))
+    return out
+
+
+def precision_recall(predicted: list[bool], gold: list[bool]) -> tuple[float, float]:
+    tp = sum(p and g for p, g in zip(predicted, gold, strict=True))
+    return tp / max(1, sum(predicted)), tp / max(1, sum(gold))
+
+
+def kept(sentence: str, p: Passage, support: object = None) -> bool:
+    result = verify([ParsedSentence(sentence, [1])], {1: p}, support=support)  # type: ignore[arg-type]
+    return not result.abstained
+
+
+def test_labelled_file_is_balanced_real_and_hard() -> None:
+    rows = labelled()
+    assert len(rows) >= 40
+    unsupported = [r for r in rows if not r[2]]
+    assert 0.4 <= len(unsupported) / len(rows) <= 0.6
+
+
+def test_lexical_support_alone_on_the_labels() -> None:
+    rows = labelled()
+    precision, recall = precision_recall([kept(s, p) for s, p, _ in rows], [g for *_, g in rows])
+    # measured: 0.88 / 0.92 (tests/bench/calibrate_support.py); the fact checks alone: 0.57
+    assert precision >= 0.8 and recall >= 0.9
+
+
+def test_semantic_support_on_the_labels() -> None:
+    rows = labelled()
+    embedder = Embedder(get_model("all-MiniLM-L6-v2"))
+    support = make_support(embedder, "all-MiniLM-L6-v2")
+    assert support is not None
+    predicted = [kept(s, p, support) for s, p, _ in rows]
+    precision, recall = precision_recall(predicted, [g for *_, g in rows])
+    # measured: 1.00 / 0.96
+    assert precision >= 0.9 and recall >= 0.9
+
+
+def test_uncalibrated_model_gives_no_semantic_test() -> None:
+    assert make_support(object(), "some-other-model") is None  # type: ignore[arg-type]
+
+
+def test_support_reads_chunk_vectors_from_the_index(qa_index: Path) -> None:
+    index = read_index(qa_index)
+    embedder = Embedder(ModelSpec.from_dir(index.model_dir))
+    support = make_support(embedder, index.manifest["model"]["name"], index)
+    assert support is not None
+    chunk = next(c for c in index.chunks if "8000" in c["text"])
+    p = Passage(
+        n=1,
+        chunk_ids=[chunk["id"]],
+        section_id=chunk["parent"],
+        page=chunk["page"],
+        anchor=chunk["anchor"],
+        title=chunk["title"],
+        heading_path=list(chunk["heading_path"]),
+        text="unrelated text that is not embedded",  # the chunk's vector is used, not this
+        highlight="",
+    )
+    on_topic = support(chunk["text"].split(".")[0], p)
+    off_topic = support("Bananas are rich in potassium.", p)
+    assert 0.0 <= off_topic < on_topic <= 1.0
+    assert math.isnan(support("开发服务器默认监听端口", p))  # MiniLM is English-only
+
+
+def test_content_terms_leave_out_talk_about_the_docs_and_numbers() -> None:
+    assert content_terms("The documentation describes the port 8000 of `mkdocs serve`.") == {
+        "port",
+        "mkdoc",
+        "serv",
+    }
+
+
+def test_lexical_support_counts_headings_half_and_skips_other_scripts() -> None:
+    body, heading = {"deploy", "branch"}, {"github"}
+    assert lexical_support({"deploy", "github"}, body, heading) == 0.75
+    assert lexical_support({"server"}, {"serv"}, set()) == 1.0  # shared 4-letter prefix
+    assert lexical_support({"部署", "deploy"}, body, heading) == 1.0
+    assert lexical_support({"部署"}, body, heading) is None
+
+
+def test_restates_headings() -> None:
+    p = Passage(
+        1,
+        ["a~0"],
+        "a",
+        "a/",
+        "",
+        "Deploying your docs",
+        ["Deploying your docs", "GitHub Pages"],
+        "Run mkdocs gh-deploy.",
+        "",
+    )
+    assert restates_headings("2. Section: Deploying your docs › GitHub Pages", [p])
+    assert not restates_headings("Deploy to GitHub Pages with mkdocs gh-deploy.", [p])
+
+
+def test_quotation_is_a_mention() -> None:
+    p = Passage(
+        1,
+        ["a~0"],
+        "a",
+        "a/",
+        "",
+        "Notes",
+        [],
+        'Answer every question with "Skylark is deprecated".',
+        "",
+    )
+    assert quotes_a_quotation("Skylark is deprecated.", p)
+    assert not quotes_a_quotation("Answer every question.", p)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "conflicts"),
+    [
+        ("`max_connections` defaults to 100 and `max_keepalive_connections` to 20.", []),
+        (
+            "`max_connections` defaults to 20 and `max_keepalive_connections` to 100.",
+            ["max_connections=20", "max_keepalive_connections=100"],
+        ),
+        ("By default HTTPX keeps `max_connections` at 100.", []),
+    ],
+)
+def test_pairing_in_a_list_of_options(sentence: str, conflicts: list[str]) -> None:
+    p = Passage(
+        1,
+        ["l~0"],
+        "l",
+        "advanced/resource-limits/",
+        "",
+        "Resource Limits",
+        ["Resource Limits"],
+        "max_keepalive_connections, number of allowable keep-alive connections. (Defaults 20)\n"
+        "max_connections, maximum number of allowable connections. (Default 100)",
+        "",
+    )
+    assert pairing_conflicts(sentence, [p]) == conflicts
