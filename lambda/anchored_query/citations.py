@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from anchored_query.facts import Claim, Haystack, claims
+from anchored_query.links import citation_link
 from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
 from anchored_query.markers import canonical_markers, marker_numbers, take_footers
 from anchored_query.sentences import CITATION_MARKER, outside_code, sentence_spans
@@ -138,6 +139,7 @@ class CitationItem(TypedDict):
     heading_path: list[str]
     passage: str
     highlight: str
+    link: str  # url with ?anchored-hl= and a #:~:text= fragment (links.citation_link)
 
 
 @dataclass(frozen=True)
@@ -504,6 +506,7 @@ def renumber(
                 "heading_path": list(p.heading_path),
                 "passage": _preview(highlight),
                 "highlight": highlight,
+                "link": citation_link(p.url, highlight),
             }
         )
     return answer, citations

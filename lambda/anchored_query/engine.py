@@ -25,6 +25,7 @@ from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
 from anchored_query.ids import new_answer_id
 from anchored_query.index_store import IndexSource
+from anchored_query.links import citation_link
 from anchored_query.llm import ChatMessage, Completion, LLMClient, make_client
 from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
 from anchored_query.prompt import (
@@ -606,6 +607,7 @@ def _covered(passages: list[Passage]) -> list[CitationItem]:
             heading_path=p.heading_path,
             passage=p.highlight[:600],
             highlight=p.highlight,
+            link=citation_link(p.url, p.highlight),
         )
         for i, p in enumerate(passages, start=1)
     ]
