@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 log = logging.getLogger("anchored")
 
@@ -102,9 +103,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print(f"{sentence['text']} {marks}")
         print(f"\n({label}; {result['passages_considered']} passages considered)")
     print()
+    site = _site_url(args.index)
     for c in result["citations"]:
-        print(f"[{c['n']}] {c['url']} — {' › '.join(c['heading_path']) or c['title']}")
+        link = c.get("link") or c["url"]
+        print(f"[{c['n']}] {' › '.join(c['heading_path']) or c['title']}")
+        print(f"    {urljoin(site, link) if site else link}")
     return 0
+
+
+def _site_url(index: str) -> str:
+    """The ``site_url`` a local index was built for ("" when unknown), to print full links."""
+    try:
+        manifest = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    site = manifest.get("site_url") if isinstance(manifest, dict) else None
+    return site.rstrip("/") + "/" if isinstance(site, str) and site.startswith("http") else ""
 
 
 def cmd_search(args: argparse.Namespace) -> int:

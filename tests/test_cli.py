@@ -42,7 +42,10 @@ def test_ask_prints_cited_sentences(qa_index: Path, capsys: pytest.CaptureFixtur
     assert main(["ask", "How do I upgrade Skylark?", "--index", str(qa_index)]) == 0
     out = capsys.readouterr().out
     assert "--upgrade" in out
-    assert re.search(r"\[1\] guide/install/#upgrading", out)
+    assert re.search(r"^\[1\] .*Upgrading", out, re.M)
+    # the citation's link: full URL (the site_url of the build), highlight parameter, text fragment
+    link = r"^    (https?://\S+/)?guide/install/\?anchored-hl=\S+#upgrading:~:text=\S+$"
+    assert re.search(link, out, re.M), out
 
 
 def test_ask_without_index_fails_cleanly(
