@@ -345,3 +345,16 @@ def test_function_takes_the_front_secret(
     assert template["Parameters"]["FrontSecret"]["Default"] == ""
     variables = function["Properties"]["Environment"]["Variables"]
     assert variables["ANCHORED_FRONT_SECRET"] == {"Ref": "FrontSecret"}
+
+
+def test_answer_ids_are_signed_with_a_generated_shared_key(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    secret = template["Resources"]["AnswerIdSecret"]
+    assert secret["Type"] == "AWS::SecretsManager::Secret"
+    generated = secret["Properties"]["GenerateSecretString"]
+    assert generated["PasswordLength"] >= 32
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["ANCHORED_ANSWER_ID_SECRET"] == {
+        "Fn::Sub": "{{resolve:secretsmanager:${AnswerIdSecret}:SecretString}}"
+    }
