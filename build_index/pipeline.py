@@ -19,18 +19,22 @@ import numpy as np
 
 from build_index import __version__
 from build_index.bm25 import BM25Index
-from build_index.cache import EmbeddingCache
+from build_index.cache import EmbeddingCache, cache_key
 from build_index.chunking import ChunkSettings, chunk_page, is_excluded
-from build_index.embedder import Embedder, ModelSpec, get_model
+from build_index.embedder import DESCRIPTOR_NAME, Embedder, ModelSpec, get_model
 from build_index.errors import PageError
 from build_index.index_format import VERSION as FORMAT_VERSION
 from build_index.index_format import Manifest, ModelInfo, write_index
+from build_index.reuse import ReuseRefused, open_published
 from build_index.tokenizer import TOKENIZER_SETTINGS, tokenize
 from build_index.types import Chunk, PageInput, Section
 
 log = logging.getLogger("anchored")
 
 ProgressFn = Callable[[int, int], None]
+#: Version of :func:`embedding_text`'s layout, recorded in the manifest: a published
+#: build's vectors are reused only when its chunks were embedded with the same layout.
+EMBEDDING_TEXT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,10 @@ class BuildConfig:
     exclude: Sequence[str] = ()
     site_url: str | None = None
     strict: bool = False
+    # Where the live build is published (s3://bucket/prefix or an index folder): its
+    # vectors are reused for unchanged chunks the local cache lacks. The output
+    # folder's own earlier index is always tried first.
+    reuse_from: str | None = None
 
 
 @dataclass
@@ -55,6 +63,10 @@ class BuildReport:
     chunks: int = 0
     embedded: int = 0
     cached: int = 0
+    reused: int = 0  # vectors taken from the published build (reuse_from / out_dir)
+    reused_from: list[str] = field(default_factory=list)  # the builds they came from
+    reuse_refused: list[str] = field(default_factory=list)  # why a published build was not used
+    model_files: list[str] = field(default_factory=list)  # the model's files, for stamps
     warnings: list[str] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
     unchanged: bool = False  # the existing index already matched the inputs
@@ -118,8 +130,10 @@ def embed_chunks(
     cache_dir: Path | None,
     report: BuildReport,
     progress: ProgressFn | None = None,
+    reuse: Sequence[str | Path] = (),
 ) -> np.ndarray:
-    """Embed chunk texts, reusing cached vectors for unchanged text."""
+    """Embed chunk texts, reusing cached vectors for unchanged text, then those of the
+    published builds in ``reuse`` (tried in order, only for what is still missing)."""
     texts = [embedding_text(c) for c in chunks]
     vectors = np.zeros((len(texts), spec.dim), dtype=np.float32)
     cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
@@ -129,9 +143,22 @@ def embed_chunks(
         if v is not None:
             vectors[i] = v
     report.cached = len(texts) - len(missing)
+    if missing and reuse:
+        before = missing
+        missing = _reuse_published(texts, missing, vectors, spec, reuse, report)
+        if cache is not None and report.reused:
+            taken = sorted(set(before) - set(missing))
+            cache.store([texts[i] for i in taken], vectors[taken])
     report.embedded = len(missing)
     if missing:
-        log.info("anchored: embedding %d chunks (%d cached)", len(missing), report.cached)
+        log.info(
+            "anchored: embedding %d chunks (%d cached, %d reused)",
+            len(missing),
+            report.cached,
+            report.reused,
+        )
+        if progress is not None:
+            progress(0, len(missing))
         fresh = Embedder(spec).embed_passages([texts[i] for i in missing], progress=progress)
         vectors[missing] = fresh
         if cache is not None:
@@ -139,6 +166,48 @@ def embed_chunks(
     if cache is not None:
         cache.flush()
     return vectors
+
+
+def _reuse_published(
+    texts: Sequence[str],
+    missing: list[int],
+    vectors: np.ndarray,
+    spec: ModelSpec,
+    sources: Sequence[str | Path],
+    report: BuildReport,
+) -> list[int]:
+    """Fill ``vectors[missing]`` from published builds; returns what is still missing."""
+    seen: set[str] = set()
+    for source in sources:
+        if not missing:
+            break
+        try:
+            published = open_published(
+                source, spec, embedding_text, EMBEDDING_TEXT_VERSION, skip=frozenset(seen)
+            )
+        except ReuseRefused as exc:
+            message = f"the published build at {source} is not reused ({exc}); embedding instead"
+            log.warning("anchored: %s", message)
+            report.reuse_refused.append(message)
+            continue
+        if published is None:
+            continue
+        seen.add(published.build_id)
+        keys = [cache_key(spec.sha256, texts[i]) for i in missing]
+        still: list[int] = []
+        taken = 0
+        for i, vec in zip(missing, published.lookup(keys), strict=True):
+            if vec is None:
+                still.append(i)
+            else:
+                vectors[i] = vec
+                taken += 1
+        if taken:
+            report.reused += taken
+            report.reused_from.append(f"{published.where} (build {published.build_id})")
+            log.info("anchored: reused %d vectors of %s", taken, published.where)
+        missing = still
+    return missing
 
 
 def input_fingerprint(pages: Sequence[PageInput], config: BuildConfig, spec: ModelSpec) -> str:
@@ -190,7 +259,9 @@ def build(
 
     When ``out_dir`` already holds a valid index of the same pages, settings and
     model, nothing is redone (an unchanged rebuild costs a hash of the pages);
-    otherwise unchanged chunks still reuse their cached embeddings.
+    otherwise unchanged chunks still reuse their vectors: from the embedding cache,
+    else from the index already in ``out_dir``, else from the build published at
+    ``config.reuse_from`` (see :mod:`build_index.reuse`). Only the rest is embedded.
     """
     config = config or BuildConfig()
     spec = get_model(config.model)
@@ -209,6 +280,7 @@ def build(
             warnings=list(extra.get("warnings", [])),
             unchanged=True,
             timings_s={"check": time.perf_counter() - t0},
+            model_files=model_files(spec),
         )
         for warning in report.warnings:
             log.warning("anchored: %s", warning)
@@ -227,7 +299,10 @@ def build(
     timings["bm25"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
-    vectors = embed_chunks(chunks, spec, config.cache_dir, report, progress)
+    sources: list[str | Path] = [out_dir]
+    if config.reuse_from and Path(config.reuse_from) != out_dir:
+        sources.append(config.reuse_from)
+    vectors = embed_chunks(chunks, spec, config.cache_dir, report, progress, sources)
     timings["embed"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -241,6 +316,7 @@ def build(
         site_url=config.site_url,
         extra={
             "inputs": fingerprint,
+            "embedding_text": EMBEDDING_TEXT_VERSION,
             "pages": report.pages,
             "pages_skipped": report.pages_skipped,
             "warnings": report.warnings,
@@ -249,4 +325,12 @@ def build(
     timings["write"] = time.perf_counter() - t3
     report.chunks = len(chunks)
     report.timings_s = timings
+    report.model_files = model_files(spec)
     return report
+
+
+def model_files(spec: ModelSpec) -> list[str]:
+    """The files a build read the model from (for :mod:`build_index.quickcheck` stamps)."""
+    onnx = Path(spec.path)
+    folder = onnx.parent if onnx.suffix == ".onnx" else onnx
+    return [str(p) for p in (onnx, Path(spec.tokenizer_path), folder / DESCRIPTOR_NAME)]
