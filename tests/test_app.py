@@ -141,14 +141,20 @@ def test_unknown_route_and_method(client: TestClient) -> None:
     assert client.get("/v1/ask").status_code == 405
 
 
-def test_missing_index_is_a_503_naming_the_problem(tmp_path: Path) -> None:
+def test_missing_index_is_a_503_naming_the_problem_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with make_client(tmp_path / "nowhere", tmp_path) as c:
         response = c.get("/v1/search", params={"q": "port"})
     assert response.status_code == 503
-    assert "nowhere" in response.json()["error"]["message"]
+    assert "nowhere" not in response.text and str(tmp_path) not in response.text
+    assert "no index is published" in response.json()["error"]["message"]
+    assert "nowhere" in caplog.text
 
 
-def test_tampered_index_is_refused_naming_the_file(qa_index: Path, tmp_path: Path) -> None:
+def test_tampered_index_is_refused_naming_the_file(
+    qa_index: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     broken = tmp_path / "index"
     shutil.copytree(qa_index, broken)
     with open(broken / "chunks.jsonl", "a", encoding="utf-8") as fh:
@@ -156,7 +162,8 @@ def test_tampered_index_is_refused_naming_the_file(qa_index: Path, tmp_path: Pat
     with make_client(broken, tmp_path) as c:
         response = c.post("/v1/ask", json={"question": "port?"})
     assert response.status_code == 503
-    assert "chunks.jsonl" in response.json()["error"]["message"]
+    assert "damaged" in response.json()["error"]["message"] and str(tmp_path) not in response.text
+    assert "chunks.jsonl" in caplog.text
 
 
 def test_feedback_is_stored_before_the_reply(client: TestClient, tmp_path: Path) -> None:

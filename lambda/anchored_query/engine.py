@@ -24,7 +24,7 @@ from anchored_query.citations import CitationItem, parse_answer, renumber, verif
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.extractive import answer_extractively
 from anchored_query.ids import new_answer_id
-from anchored_query.index_store import IndexSource
+from anchored_query.index_store import IndexSource, public_message
 from anchored_query.links import citation_link
 from anchored_query.llm import ChatMessage, Completion, LLMClient, make_client
 from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
@@ -161,7 +161,7 @@ class Engine:
         except AnchoredError as exc:
             self._last_error = str(exc)
             log.error("index unavailable: %s", exc)
-            raise QueryError(503, "index_unavailable", f"the index is unavailable: {exc}") from exc
+            raise QueryError(503, "index_unavailable", public_message(exc)) from exc
         except OSError as exc:
             self._last_error = f"{type(exc).__name__}: {exc}"
             log.error("index unavailable: %s", self._last_error)

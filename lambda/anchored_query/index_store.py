@@ -72,8 +72,31 @@ _SPACE_MARGIN = 16 * 1024 * 1024  # leave some room in /tmp for everything else
 _DOWNLOAD_THREADS = 8
 
 
+NOT_PUBLISHED = "no index is published yet"
+NO_SPACE = "the index does not fit in this instance's storage"
+
+
 class IndexStoreError(AnchoredError):
-    """The index store cannot be read: unreachable, access denied, nothing published, disk full."""
+    """The index store cannot be read: unreachable, access denied, nothing published, disk full.
+
+    The message names everything (bucket, key, endpoint, paths) for the log;
+    ``public`` is what an anonymous client may be told (see :func:`public_message`).
+    """
+
+    def __init__(self, message: str, public: str = "the index store cannot be reached") -> None:
+        super().__init__(message)
+        self.public = public
+
+
+def public_message(exc: BaseException) -> str:
+    """What a 503 tells the public about ``exc``: the kind of trouble, no location."""
+    if isinstance(exc, IndexStoreError):
+        reason = exc.public
+    elif isinstance(exc, IndexFormatError):
+        reason = "the index is damaged or incomplete"
+    else:
+        reason = "the index could not be loaded"
+    return f"the index is unavailable: {reason}; the details are in the server's log"
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -209,11 +232,13 @@ class LocalIndexSource(IndexSource):
         except FileNotFoundError:
             raise IndexStoreError(
                 f"no index at {self.directory}: {MANIFEST} is missing; build it with "
-                "`anchored index SITE_DIR -o INDEX_DIR` or `mkdocs build`"
+                "`anchored index SITE_DIR -o INDEX_DIR` or `mkdocs build`",
+                NOT_PUBLISHED,
             ) from None
         except OSError as exc:
             raise IndexStoreError(
-                f"cannot copy the index {self.directory} into {self.snapshot_root}: {exc}"
+                f"cannot copy the index {self.directory} into {self.snapshot_root}: {exc}",
+                "the index cannot be copied into this instance's storage",
             ) from exc
         # Keep the snapshot in use until now (requests in flight) and the new one.
         if self._previous is not None:
@@ -364,7 +389,8 @@ class S3IndexSource(IndexSource):
             if code in ("NoSuchKey", "404"):
                 raise IndexStoreError(
                     f"no index is published at {self.location}: {url} does not exist; "
-                    f"run `anchored publish INDEX_DIR {self.location}`"
+                    f"run `anchored publish INDEX_DIR {self.location}`",
+                    NOT_PUBLISHED,
                 ) from exc
             raise IndexStoreError(f"cannot read {url}: {code or exc}") from exc
         except BotoCoreError as exc:
@@ -412,9 +438,13 @@ class S3IndexSource(IndexSource):
                 raise IndexStoreError(
                     f"no space left in {self.cache_dir} for index build {pointer.build_id}; "
                     "free /tmp or give the function more ephemeral storage "
-                    "(EphemeralStorage in template.yaml)"
+                    "(EphemeralStorage in template.yaml)",
+                    NO_SPACE,
                 ) from exc
-            raise IndexStoreError(f"cannot write the index cache {self.cache_dir}: {exc}") from exc
+            raise IndexStoreError(
+                f"cannot write the index cache {self.cache_dir}: {exc}",
+                "the index cannot be written to this instance's storage",
+            ) from exc
 
     def _complete(self, build_dir: Path, manifest_sha256: str) -> bool:
         """True when a cached build has the pointer's manifest and every file at its size."""
@@ -564,7 +594,8 @@ class S3IndexSource(IndexSource):
             raise IndexStoreError(
                 f"no space left in {self.cache_dir} for index build {build_id}: it needs "
                 f"{needed} bytes, {free} are free; give the function more ephemeral storage "
-                "(EphemeralStorage in template.yaml)"
+                "(EphemeralStorage in template.yaml)",
+                NO_SPACE,
             )
 
 
