@@ -548,3 +548,19 @@ def test_header_list_reply_is_rejected() -> None:
     result = check(reply)
     assert result.sentences == [] and result.abstained and result.removed == 3
     assert all("headings" in r for r in result.reasons)
+
+
+def test_cited_and_supported_sentence_that_notes_a_gap_is_an_answer() -> None:
+    result = check(
+        "The docs do not mention a separate port option, but dev_addr sets the IP:PORT "
+        "address of mkdocs serve [3]."
+    )
+    assert not result.abstained and [s.citations for s in result.sentences] == [[3]]
+
+
+def test_what_the_docs_cover_after_a_disclaimer_is_part_of_the_refusal() -> None:
+    result = check(
+        "The documentation does not cover GitLab. It covers deploying to the gh-pages branch "
+        "with mkdocs gh-deploy [9]."
+    )
+    assert result.abstained

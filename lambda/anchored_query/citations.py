@@ -276,8 +276,8 @@ def verify(
         elif item.own:
             failure = checker.check(item, item.own, strict=False)
             if failure is None:
+                # Cited and supported: an answer, even if it also says what is missing.
                 decided[i] = item.own
-                disclaimers.update([i] if item.no_coverage else [])
             else:
                 reasons[i] = failure
     # A reply that cites no context passage at all did not answer from the passages:
