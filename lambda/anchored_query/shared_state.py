@@ -303,5 +303,9 @@ def shared_counters(spec: str, *, region: str | None = None) -> Counters:
     with _shared_lock:
         key = (spec.strip(), region)
         if key not in _shared:
-            _shared[key] = open_counters(spec, region=region)
+            store = open_counters(spec, region=region)
+            if isinstance(store, DynamoDBCounters):
+                # A botocore client takes ~0.1 s to make: at cold start, not in the first request.
+                threading.Thread(target=store.client, name="dynamodb-client", daemon=True).start()
+            _shared[key] = store
         return _shared[key]
