@@ -129,12 +129,30 @@ def test_unmatched_backtick_is_text() -> None:
     assert split_sentences("A lone ` tick. Next.") == ["A lone ` tick.", "Next."]
 
 
-@pytest.mark.parametrize("marker", ["[1]", "[1, 2]", "[1-3]", "[12,13]", "【4】", "[Source 2]"])
+@pytest.mark.parametrize(
+    "marker",
+    [
+        "[1]",
+        "[1, 2]",
+        "[1-3]",
+        "[12,13]",
+        "【4】",
+        "[Source 2]",
+        "[^1]",
+        "[#1]",
+        "[Source: 1]",
+        "[1 and 2]",
+        "[doc 1]",
+        "[1: Configuration]",
+        "[Passage 1, Passage 2]",
+        "【1†source】",
+    ],
+)
 def test_citation_marker_forms(marker: str) -> None:
     assert CITATION_MARKER.fullmatch(marker)
 
 
-@pytest.mark.parametrize("text", ["[x]", "[]", "[link](url)", "[1a]"])
+@pytest.mark.parametrize("text", ["[x]", "[]", "[link](url)", "[1a]", "[a1]", "(1)", "[1.5]"])
 def test_not_citation_markers(text: str) -> None:
     assert CITATION_MARKER.search(text) is None
 
