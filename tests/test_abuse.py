@@ -641,6 +641,33 @@ def test_anchored_serve_still_serves_the_site(served: dict[str, Any]) -> None:
     assert status == 200 and json.loads(body)["results"]
 
 
+def test_anchored_serve_cannot_be_framed_or_sniffed(served: dict[str, Any]) -> None:
+    """Another site cannot frame the docs or the ask box (clickjacking), and no response
+    is content-sniffed into something else; the API answers carry the same headers."""
+    port = served["port"]
+    for target in (
+        b"/",
+        b"/guide/configuration/",
+        b"/assets/anchored/anchored.js",
+        b"/v1/health",
+        b"/nope",
+        b"/v1/search?q=port",
+    ):
+        status, headers, _ = raw_request(port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status in (200, 404), target
+        lowered = {k.lower(): v for k, v in headers.items()}
+        assert lowered.get("x-frame-options", "").upper() == "SAMEORIGIN", target
+        assert "frame-ancestors 'self'" in lowered.get("content-security-policy", ""), target
+        assert lowered.get("x-content-type-options", "").lower() == "nosniff", target
+
+
+def test_health_is_rate_limited_too(qa_index: Path, tmp_path: Path) -> None:
+    settings = settings_for(qa_index, tmp_path, rate_limit_per_min=3)
+    with TestClient(create_app(settings)) as c:
+        codes = [c.get("/v1/health").status_code for _ in range(5)]
+    assert codes == [200, 200, 200, 429, 429]
+
+
 # ---------------------------------------------------------------- secrets
 
 

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anchored_query import logsafe
 from anchored_query.engine import Engine
@@ -69,6 +69,35 @@ class BarePreflight:
                 await Response(status_code=204, headers={"Vary": "Origin"})(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class SecurityHeaders:
+    """On every response: no framing by other sites (clickjacking of the docs and the
+    ask box), no content sniffing. Headers a response already sets are kept."""
+
+    HEADERS = (
+        (b"x-frame-options", b"SAMEORIGIN"),
+        (b"content-security-policy", b"frame-ancestors 'self'"),
+        (b"x-content-type-options", b"nosniff"),
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [(k, v) for k, v in self.HEADERS if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
 
 
 def error_response(
@@ -187,6 +216,7 @@ def create_app(
         return JSONResponse({"stored": True, "id": key.rsplit("/", 1)[-1].removesuffix(".json")})
 
     async def health(request: Request) -> Response:
+        await limited(request)
         return JSONResponse(await run_in_threadpool(engine.health))
 
     async def on_query_error(request: Request, exc: Exception) -> Response:
@@ -240,6 +270,7 @@ def create_app(
         yield
         engine.close()
 
+    middleware.insert(0, Middleware(SecurityHeaders))  # outermost: on every response
     app = Starlette(
         lifespan=lifespan,
         routes=routes,
