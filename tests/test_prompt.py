@@ -238,3 +238,26 @@ def test_parse_rewrites_empty_and_max_items() -> None:
     assert parse_rewrites("") == []
     assert parse_rewrites("\n  \n") == []
     assert parse_rewrites("a1\nb2\nc3", max_items=2) == ["a1", "b2"]
+
+
+def test_a_chinese_question_is_asked_to_be_answered_in_chinese() -> None:
+    from anchored_query.prompt import question_language
+
+    assert question_language("Anchored 默认使用哪个嵌入模型？") == "Chinese"
+    assert question_language("インデックスはどこ？") == "Japanese"
+    assert question_language("인덱스는 어디에 있나요?") == "Korean"
+    assert question_language("Where is the index written?") == ""
+    final = build_messages("Anchored 默认使用哪个嵌入模型？", [])[-1].content
+    assert "Answer this question in Chinese using only the passages above" in final
+    english = build_messages("Which model is the default?", [])[-1].content
+    assert "Answer this question using only the passages above" in english
+
+
+def test_the_prescribed_refusal_is_not_an_echo_of_the_instructions() -> None:
+    from anchored_query.prompt import REFUSAL, echoes_instructions
+
+    assert f'"{REFUSAL}"' in SYSTEM_PROMPT
+    assert not echoes_instructions(REFUSAL)
+    assert echoes_instructions(
+        "End EVERY sentence with the number of the passage that states it, in square brackets"
+    )
