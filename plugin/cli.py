@@ -10,7 +10,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,23 +20,13 @@ log = logging.getLogger("anchored")
 DEFAULT_INDEX = ".anchored/index"
 
 
-def _progress(label: str) -> Any:
-    """A one-line progress printer for long work (stderr, only on a terminal)."""
-    state = {"last": 0.0}
+def _progress() -> Any:
+    """Embedding progress: a bar redrawn in place on a terminal, else a log line every 5 s."""
+    from build_index.progress import LineProgress, TerminalBar
 
-    def show(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and now - state["last"] < 0.5:
-            return
-        state["last"] = now
-        if sys.stderr.isatty():
-            end = "\n" if done >= total else "\r"
-            sys.stderr.write(f"{label}: {done}/{total}{end}")
-            sys.stderr.flush()
-        elif done >= total or done % 1000 < 32:
-            log.info("%s: %d/%d", label, done, total)
-
-    return show
+    if sys.stderr.isatty():
+        return TerminalBar(sys.stderr)
+    return LineProgress(lambda line: log.info("%s", line))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -55,13 +44,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         exclude=tuple(args.exclude),
         site_url=args.site_url,
         strict=args.strict,
+        reuse_from=args.reuse_from,
     )
-    report = build(
-        pages_from_site_dir(site_dir), Path(args.output), config, progress=_progress("embedding")
-    )
+    report = build(pages_from_site_dir(site_dir), Path(args.output), config, progress=_progress())
+    reused = f", {report.reused} reused" if report.reused else ""
     print(
         f"indexed {report.chunks} chunks from {report.pages - report.pages_skipped} pages "
-        f"({report.embedded} embedded, {report.cached} cached) into {args.output} "
+        f"({report.embedded} embedded, {report.cached} cached{reused}) into {args.output} "
         f"— build {report.manifest['build_id']}"
     )
     for warning in report.warnings:
@@ -246,6 +235,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--exclude", action="append", default=[], help="page URL glob to leave out")
     s.add_argument("--site-url", default=None)
     s.add_argument("--strict", action="store_true", help="fail on a page that cannot be indexed")
+    s.add_argument(
+        "--reuse-from",
+        metavar="STORE",
+        help="s3://bucket/prefix or an index folder: reuse its vectors for unchanged chunks",
+    )
     s.set_defaults(func=cmd_index)
 
     for name, func, helptext in (

@@ -2,6 +2,11 @@
 
 It collects each page's rendered content, injects the ask box, and after the
 build writes the index (and publishes it when the store is ``s3://``).
+
+Nothing heavy is imported at module level: an unchanged rebuild is answered by
+``build_index.quickcheck`` (hashlib and json only), and ``build_index.pipeline``
+(numpy, onnxruntime, tokenizers, the HTML parser) is imported only when
+something changed.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
@@ -19,15 +24,20 @@ from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 from mkdocs_anchored.config import AnchoredConfig
 
-from build_index.chunking import ChunkSettings
+from build_index import __version__
 from build_index.errors import AnchoredError
-from build_index.pipeline import BuildConfig, BuildReport, build
+from build_index.progress import LineProgress
+from build_index.quickcheck import inputs_digest, read_unchanged, write_stamp
 from build_index.types import PageInput
+
+if TYPE_CHECKING:
+    from build_index.pipeline import BuildReport
 
 log = logging.getLogger("mkdocs.plugins.anchored")
 
 ASSETS = Path(__file__).parent / "assets"
 ASSET_URL = "assets/anchored/"
+STAMP = "build-stamp.json"  # in cache_dir: what the last build was made from
 
 
 class AnchoredPlugin(BasePlugin[AnchoredConfig]):
@@ -110,36 +120,87 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         if self.config.widget and ASSETS.is_dir():
             target = Path(config.site_dir) / ASSET_URL
             shutil.copytree(ASSETS, target, dirs_exist_ok=True)
-        build_config = BuildConfig(
-            model=self.config.model,
-            cache_dir=self.cache_dir,
-            chunking=ChunkSettings(
-                child_max_tokens=self.config.chunk_max_tokens,
-                parent_max_tokens=self.config.chunk_parent_max_tokens,
-                code_max_tokens=self.config.chunk_code_max_tokens,
-            ),
-            exclude=tuple(self.config.exclude),
-            site_url=config.site_url,
-            strict=self.config.strict or bool(config.strict),
-        )
-        try:
-            self.report = build(self.pages.values(), self.index_dir, build_config)
-        except AnchoredError as exc:
-            raise PluginError(f"anchored: {exc}") from exc
-        report = self.report
+        settings = self.build_settings(config)
+        digest = inputs_digest(self.pages.values(), settings)
+        stamp_file = self.cache_dir / STAMP
+        stamp = read_unchanged(stamp_file, digest, self.index_dir)
+        if stamp is not None:
+            for warning in stamp.warnings:  # as the pipeline logged them the first time
+                logging.getLogger("anchored").warning("anchored: %s", warning)
+            log.info("anchored: index unchanged (%d chunks) in %s", stamp.chunks, self.index_dir)
+            self._maybe_publish()
+            return
+        report = self._build(settings)
+        if report.manifest is not None:
+            write_stamp(
+                stamp_file,
+                digest,
+                self.index_dir,
+                report.manifest,
+                model_files=report.model_files,
+                pages=report.pages,
+                pages_skipped=report.pages_skipped,
+                warnings=report.warnings,
+            )
         if report.unchanged:
             log.info("anchored: index unchanged (%d chunks) in %s", report.chunks, self.index_dir)
             self._maybe_publish()
             return
+        reused = f", {report.reused} from the published build" if report.reused else ""
         log.info(
-            "anchored: indexed %d chunks from %d pages (%d embedded, %d from cache) into %s",
+            "anchored: indexed %d chunks from %d pages (%d embedded, %d from cache%s) into %s",
             report.chunks,
             report.pages - report.pages_skipped,
             report.embedded,
             report.cached,
+            reused,
             self.index_dir,
         )
         self._maybe_publish()
+
+    def build_settings(self, config: MkDocsConfig) -> dict[str, Any]:
+        """Everything besides the pages that the index is made from (plain data)."""
+        return {
+            "code": __version__,
+            "model": self.config.model,
+            "chunk_max_tokens": self.config.chunk_max_tokens,
+            "chunk_parent_max_tokens": self.config.chunk_parent_max_tokens,
+            "chunk_code_max_tokens": self.config.chunk_code_max_tokens,
+            "exclude": list(self.config.exclude),
+            "site_url": config.site_url,
+            "strict": self.config.strict or bool(config.strict),
+        }
+
+    def _build(self, settings: dict[str, Any]) -> BuildReport:
+        """Run the pipeline (imported here: it is what costs the import time)."""
+        from build_index.chunking import ChunkSettings
+        from build_index.pipeline import BuildConfig, build
+
+        assert self.index_dir is not None
+        store = self.config.store
+        build_config = BuildConfig(
+            model=settings["model"],
+            cache_dir=self.cache_dir,
+            chunking=ChunkSettings(
+                child_max_tokens=settings["chunk_max_tokens"],
+                parent_max_tokens=settings["chunk_parent_max_tokens"],
+                code_max_tokens=settings["chunk_code_max_tokens"],
+            ),
+            exclude=tuple(settings["exclude"]),
+            site_url=settings["site_url"],
+            strict=settings["strict"],
+            reuse_from=store if store.startswith("s3://") else None,
+        )
+        try:
+            self.report = build(
+                self.pages.values(),
+                self.index_dir,
+                build_config,
+                progress=LineProgress(lambda line: log.info("anchored: %s", line)),
+            )
+        except AnchoredError as exc:
+            raise PluginError(f"anchored: {exc}") from exc
+        return self.report
 
     def _maybe_publish(self) -> None:
         store = self.config.store
