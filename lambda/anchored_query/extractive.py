@@ -67,10 +67,11 @@ _HISTORY_WEIGHT = 0.5
 # section's headings and the section's retrieval score.
 _W_LEXICAL = 1.0
 _W_SEMANTIC = 0.7
-_W_HEADING = 0.3
-_W_PRIOR = 0.4
+_W_HEADING = 0.6
+_W_PRIOR = 1.2
 _LABEL = 0.5
 _UNIT_COST = 0.35  # a further unit joins the quote when it is worth this share of the best
+_SECOND = 0.8  # a second section is quoted when its best unit scores this share of the best
 _CRISP = 0.35  # below this unit score, quote the best section's opening
 # Cosine of a question to an unrelated unit (0) and to one that answers it (1).
 SEMANTIC_SCALES: dict[str, tuple[float, float]] = {"all-MiniLM-L6-v2": (0.15, 0.65)}
@@ -230,9 +231,12 @@ def answer_extractively(
         window = _window(first, opening, {}, _CRISP)
         quotes = [_quote(first, window)]
     else:
-        section = sections[best.section]
-        by_unit = {id(c.unit): c.own for c in scored if c.section == best.section}
-        quotes = [_quote(section, _window(section, best.unit, by_unit, best.own))]
+        quotes = [_best_quote(best, scored, sections)]
+        # A second section about as good (the answer is often split across two).
+        others = [c for c in scored if c.section != best.section]
+        runner = max(others, key=lambda c: c.score, default=None)
+        if runner is not None and runner.score >= _SECOND * best.score:
+            quotes.append(_best_quote(runner, scored, sections))
     return ExtractiveResult(
         quotes,
         False,
@@ -390,6 +394,12 @@ def _embedding_text(c: _Scored, s: _Section) -> str:
     heading = s.passage.heading_path[-1] if s.passage.heading_path else s.passage.title
     text = c.unit.text[:_EMBED_CHARS]
     return f"{heading}: {text}" if heading else text
+
+
+def _best_quote(best: _Scored, scored: list[_Scored], sections: list[_Section]) -> Quote:
+    section = sections[best.section]
+    by_unit = {id(c.unit): c.own for c in scored if c.section == best.section}
+    return _quote(section, _window(section, best.unit, by_unit, best.own))
 
 
 def _window(section: _Section, best: Unit, scores: dict[int, float], top: float) -> list[Unit]:

@@ -127,7 +127,8 @@ def section_units(text: str, chunks: Sequence[Mapping[str, Any]]) -> list[Unit]:
                 continue
             units.append(Unit("row", start, end, line.strip(), header=table_header))
         elif (ctype == "code" and not _sentence(line)) or _is_code(evidence, n):
-            if units and units[-1].kind == "code" and units[-1].end + 1 >= start:
+            # Prose lines are joined by one newline; a blank line is inside a code block.
+            if units and units[-1].kind == "code" and not text[units[-1].end : start].strip():
                 last = units[-1]
                 last.end, last.text = end, text[last.start : end]
             else:

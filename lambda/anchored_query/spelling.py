@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from build_index.bm25 import BM25Index
 
-__all__ = ["MIN_LENGTH", "TWO_EDITS_FROM", "Speller", "corrected", "edit_distance"]
+__all__ = ["MIN_LENGTH", "TWO_EDITS_FROM", "Speller", "corrected", "edit_distance", "known_terms"]
 
 MIN_LENGTH = 4
 TWO_EDITS_FROM = 9
@@ -44,11 +44,25 @@ def corrected(bm25: BM25Index, terms: Sequence[str]) -> list[str]:
     """``terms`` plus the index's spelling of each term it does not know (see the module)."""
     if all(t in bm25.vocab for t in terms):
         return list(terms)
+    return _speller(bm25).correct(terms)
+
+
+def known_terms(bm25: BM25Index, terms: Sequence[str]) -> set[str]:
+    """The ``terms`` the index knows, as spelt or misspelt (with a correction)."""
+    known = {t for t in terms if t in bm25.vocab}
+    rest = [t for t in dict.fromkeys(terms) if t not in known]
+    if rest:
+        speller = _speller(bm25)
+        known |= {t for t in rest if speller.correctable(t) and speller.nearest(t) is not None}
+    return known
+
+
+def _speller(bm25: BM25Index) -> Speller:
     with _lock:
         speller = _spellers.get(bm25)
         if speller is None:
             speller = _spellers[bm25] = Speller(bm25)
-    return speller.correct(terms)
+    return speller
 
 
 class Speller:
@@ -75,12 +89,16 @@ class Speller:
     def correct(self, terms: Sequence[str]) -> list[str]:
         out = list(terms)
         for term in dict.fromkeys(terms):
-            if term in self.vocab or len(term) < MIN_LENGTH or not _WORD.fullmatch(term):
+            if not self.correctable(term):
                 continue
             best = self.nearest(term)
             if best is not None:
                 out.append(best)
         return out
+
+    def correctable(self, term: str) -> bool:
+        """An unknown plain word long enough to correct."""
+        return term not in self.vocab and len(term) >= MIN_LENGTH and bool(_WORD.fullmatch(term))
 
     def nearest(self, term: str) -> str | None:
         """The closest known term within the allowed edits (ties: the most frequent)."""

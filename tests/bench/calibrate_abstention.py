@@ -44,7 +44,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from anchored_query.evidence import FEATURES
 from anchored_query.extractive import answer_extractively
 from anchored_query.retrieval import Retriever
-from bench_extractive import REALDOCS, history_of, index_of, load_retriever, load_set, retrieve
+from bench_extractive import (
+    REALDOCS,
+    REALDOCS_OUT,
+    history_of,
+    index_of,
+    load_retriever,
+    load_set,
+    retrieve,
+)
 
 CORPORA = (*(f"realdocs:{s}" for s in REALDOCS), "skylark", "fixture", "pkgdocs")
 TOPIC = {
@@ -67,11 +75,15 @@ class Sample:
     qid: str
 
 
-def collect(work: Path, swapped: int) -> list[Sample]:
-    questions = {c: load_set(c) for c in CORPORA}
+def collect(work: Path, swapped: int, embedding_model: str = "") -> list[Sample]:
+    corpora = [c for c in CORPORA if not embedding_model or c.startswith("realdocs:")]
+    if embedding_model:
+        root = REALDOCS_OUT / embedding_model
+        corpora = [c for c in corpora if (root / c.split(":")[1] / "index/manifest.json").exists()]
+    questions = {c: load_set(c) for c in corpora}
     out: list[Sample] = []
-    for corpus in CORPORA:
-        retriever, model = load_retriever(index_of(corpus, work))
+    for corpus in corpora:
+        retriever, model = load_retriever(index_of(corpus, work, model=embedding_model))
 
         def evidence(
             row: dict[str, object], retriever: Retriever = retriever, model: str = model
@@ -96,7 +108,7 @@ def collect(work: Path, swapped: int) -> list[Sample]:
             fit = row.get("split", "dev") == "dev"
             family = "answerable" if row["answerable"] else "unanswerable"
             out.append(Sample(corpus, family, fit, evidence(row), str(row["qid"])))
-        for other in CORPORA:
+        for other in corpora:
             if TOPIC[other] == TOPIC[corpus]:
                 continue
             rows = [r for r in questions[other] if r["answerable"] and not r.get("history")]
@@ -140,12 +152,13 @@ def main() -> None:
     p.add_argument("--swapped", type=int, default=12)
     p.add_argument("--dump", default=None, help="write the samples to this JSON Lines file")
     p.add_argument("--load", default=None, help="read samples written by --dump")
+    p.add_argument("--model", default="", help="the realdocs sites built with this model only")
     args = p.parse_args()
 
     if args.load:
         samples = [Sample(**json.loads(line)) for line in Path(args.load).read_text().splitlines()]
     else:
-        samples = collect(Path(args.work), args.swapped)
+        samples = collect(Path(args.work), args.swapped, args.model)
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for s in samples:
