@@ -14,7 +14,7 @@
 A text fragment's start and end terms must each sit inside one block of the page, so
 they are taken from the first and the last segment of the highlight (segments are
 separated by line breaks and by the ``" | "`` the index puts between table cells),
-skipping a short first or last segment (a one-word table cell would match too early).
+skipping short segments at the start (a one-word table cell would match too early).
 The browser takes the first match on the page, so a term that also occurs above the
 passage lands there: the widget's parameter, when the widget is on the page, wins.
 """
@@ -103,13 +103,12 @@ def text_fragment(highlight: str) -> str:
     segments = [s for s in segments if s]
     if not segments:
         return ""
-    # A one-word table cell would match too early on the page: the terms come from the
-    # first (last) of the outer three segments that is long enough to be rare.
-    rare = [s for s in segments if len(" ".join(s)) >= _FRAGMENT_MIN_CHARS]
-    first = next((s for s in segments[:3] if s in rare), segments[0])
-    last = next((s for s in reversed(segments[-3:]) if s in rare), segments[-1])
-    if first is last:
-        segments = [first]
+    # A one-word table cell would match too early on the page: the start term comes from
+    # the first segment long enough to be rare, if there is one. The end term is searched
+    # only after the start, so the last segment serves whatever its length.
+    rare = [i for i, s in enumerate(segments) if len(" ".join(s)) >= _FRAGMENT_MIN_CHARS]
+    segments = segments[rare[0] :] if rare else segments
+    first, last = segments[0], segments[-1]
     if len(segments) == 1 and len(first) <= 2 * _FRAGMENT_WORDS:
         return "text=" + _fragment_enc(" ".join(first))
     start = _term(first, from_end=False)

@@ -31,6 +31,19 @@ from urllib.parse import parse_qs, unquote, urlsplit
 HERE = Path(__file__).resolve().parent
 ASSETS = HERE.parent.parent / "plugin" / "assets"
 FIXTURES = json.loads((HERE / "fixtures.json").read_text(encoding="utf-8"))
+
+
+def _add_links() -> None:
+    """Give every canned citation the API's `link`, made by the real anchored_query.links."""
+    sys.path.insert(0, str(HERE.parents[1] / "lambda"))
+    from anchored_query.links import citation_link
+
+    for reply in FIXTURES.values():
+        for c in reply.get("citations", []) if isinstance(reply, dict) else []:
+            c["link"] = citation_link(c["url"], c.get("highlight") or c["passage"])
+
+
+_add_links()
 SITES = {
     "material": HERE / "pages" / "material.yml",
     "mkdocs": HERE / "pages" / "mkdocs.yml",
