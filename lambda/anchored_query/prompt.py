@@ -361,6 +361,7 @@ def _recent_history(history: Sequence[Turn], max_turns: int, max_chars: int) -> 
         content = turn.content.strip()
         if turn.role == "assistant":
             content = _strip_markers(content)
+        content = _neutralize(content)  # data, like the question: no forged tokens or tags
         if not content:
             continue
         if len(content) > MAX_TURN_CHARS:
