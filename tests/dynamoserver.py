@@ -116,9 +116,16 @@ def aws_env(moto_s3: MotoS3, monkeypatch: pytest.MonkeyPatch) -> MotoS3:
 
 
 @pytest.fixture
-def dynamo_table(aws_env: MotoS3) -> Iterator[DynamoTable]:
-    """A fresh table for one test, with item writes as atomic as DynamoDB's."""
+def dynamo_table(aws_env: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[DynamoTable]:
+    """A fresh table for one test, with item writes as atomic as DynamoDB's.
+
+    The function's DynamoDB timeouts (1 s) are lengthened: moto on a loaded test
+    machine can take longer than DynamoDB ever should, and a timed-out update that
+    moto still applies is retried and counted twice.
+    """
     serialise_item_writes()
+    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_READ_TIMEOUT_S", 20.0)
+    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_CONNECT_TIMEOUT_S", 10.0)
     client = aws_client(aws_env, "dynamodb")
     name = f"anchored-state-{uuid.uuid4().hex[:12]}"
     create_table(client, name)
