@@ -164,7 +164,7 @@ def test_api_fuzz_raw_asgi(
 def test_api_regressions(
     fuzz_client: TestClient, chunk_urls: set[str], body: bytes, code: str | None
 ) -> None:
-    case = HttpCase("POST", "/v1/ask", body, "", (), 1)
+    case = HttpCase("POST", "/v1/ask", body, "", (("content-type", b"application/json"),), 1)
     outcome = check_response(case, client_request(fuzz_client, case), chunk_urls)
     assert outcome.startswith("200") if code is None else outcome == f"400 {code}"
 
@@ -173,7 +173,12 @@ def test_unicode_digit_content_length_is_not_a_crash(
     fuzz_app: Any, chunk_urls: set[str], loop: asyncio.AbstractEventLoop
 ) -> None:
     case = HttpCase(
-        "POST", "/v1/ask", b'{"question": "port"}', "", (("content-length", b"\xb2"),), 1
+        "POST",
+        "/v1/ask",
+        b'{"question": "port"}',
+        "",
+        (("content-length", b"\xb2"), ("content-type", b"application/json")),
+        1,
     )
     assert check_response(case, asgi_request(fuzz_app, case, loop), chunk_urls).startswith("200")
 
