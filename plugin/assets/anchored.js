@@ -208,11 +208,22 @@ function attach(b) {
   if (mkSearch || navbar) {
     const li = document.createElement('li');
     li.className = 'nav-item anchored-nav-item';
-    b.classList.add('nav-link', 'anchored-open--nav');
-    li.append(b);
     const item = mkSearch && mkSearch.closest('li');
     if (item) item.after(li);
     else navbar.append(li);
+    // Below the navbar's breakpoint the menu collapses: keep the button in view, by the toggle.
+    const toggle = document.querySelector('.navbar-toggler');
+    const narrow = toggle && matchMedia('(max-width: 991.98px)');
+    const place = () => {
+      const bar = narrow && narrow.matches;
+      b.classList.toggle('nav-link', !bar);
+      b.classList.toggle('anchored-open--nav', !bar);
+      b.classList.toggle('anchored-open--bar', !!bar);
+      if (bar) toggle.before(b);
+      else li.append(b);
+    };
+    place();
+    if (narrow) narrow.addEventListener('change', place);
     return 'navbar';
   }
   const form = document.querySelector('[role="search"]');

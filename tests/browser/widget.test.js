@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, ask, harnessLog, isHarness, key, launch, newPage, open, until } from './helpers.js';
+import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, SITE, ask, harnessLog, isHarness, key, launch, newPage, open, until } from './helpers.js';
 
 let browser;
 before(async () => {
@@ -419,6 +419,46 @@ test('works at 375 px: dialog fits the screen, nothing scrolls sideways', async 
   assert.ok(await page.locator('.anchored-chip').first().isVisible());
   assert.ok(await page.locator('.anchored-input').isVisible());
   await page.context().close();
+});
+
+for (const [theme, site] of [['Material', SITE], ['mkdocs theme', MKDOCS_SITE]]) {
+  test(`${theme}: the Ask button is visible and labelled at 1280, 768 and 375 px`, { skip: !site && 'no such site' }, async () => {
+    for (const width of [1280, 768, 375]) {
+      const page = await newPage(browser, { viewport: { width, height: 700 }, isMobile: width < 500, hasTouch: width < 500 });
+      await open(page, OTHER, { site });
+      const btn = page.locator('.anchored-open');
+      assert.ok(await btn.isVisible(), `${width} px: Ask button visible without opening a menu`);
+      const label = btn.locator('.anchored-open__label');
+      assert.ok(await label.isVisible(), `${width} px: the button shows its label`);
+      assert.equal(await label.textContent(), 'Ask');
+      const box = await btn.boundingBox();
+      assert.ok(box.x >= 0 && box.x + box.width <= width, `${width} px: button inside the screen ${JSON.stringify(box)}`);
+      await btn.click();
+      await page.waitForSelector('dialog.anchored-dialog[open]');
+      await page.context().close();
+    }
+  });
+}
+
+test('the scope selector shows its whole label at 1280, 768 and 375 px', async () => {
+  for (const width of [1280, 768, 375]) {
+    const page = await newPage(browser, { viewport: { width, height: 700 } });
+    await open(page, PAGE);
+    await page.click('.anchored-open');
+    await page.waitForSelector('dialog.anchored-dialog[open]');
+    await page.selectOption('.anchored-scope__select', 'user-guide/');
+    const [need, have] = await page.$eval('.anchored-scope__select', (sel) => {
+      const probe = document.createElement('span');
+      probe.style.cssText = 'position:absolute;visibility:hidden;white-space:nowrap;font:' + getComputedStyle(sel).font;
+      probe.textContent = sel.options[sel.selectedIndex].text;
+      document.body.append(probe);
+      const w = probe.getBoundingClientRect().width;
+      probe.remove();
+      return [w, sel.getBoundingClientRect().width];
+    });
+    assert.ok(have >= need + 12, `${width} px: "This section: User guide" needs ${need} px, the select is ${have} px`);
+    await page.context().close();
+  }
 });
 
 test('the conversation survives navigation: "Back to answer" reopens it', async () => {
