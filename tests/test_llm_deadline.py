@@ -307,3 +307,12 @@ def test_template_timeout_leaves_room_above_the_deadline() -> None:
     assert default == 20.0
     # Cold start (index download and load) comes on top of the deadline's own work.
     assert min(timeouts) >= default + 5
+
+
+def test_the_ask_box_waits_longer_than_the_deadline() -> None:
+    # The widget's default timeout (plugin/assets/anchored.js, `timeout: <ms>`).
+    source = (REPO / "plugin" / "assets" / "anchored.js").read_text("utf-8")
+    found = re.search(r"\btimeout:\s*(\d+)", source)
+    assert found, "anchored.js sets no default timeout"
+    default = Settings.from_env({"ANCHORED_INDEX": "x"}).deadline_s
+    assert int(found.group(1)) / 1000 >= default + 5

@@ -187,7 +187,17 @@ def base_url(port: int = DEFAULT_PORT) -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def is_up(port: int = DEFAULT_PORT, timeout_s: float = 2.0) -> bool:
+def listening(port: int = DEFAULT_PORT) -> bool:
+    """Whether something accepts connections on ``port`` (a busy server may be slow to
+    answer ``/v1/models``: it reads one prompt at a time)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def is_up(port: int = DEFAULT_PORT, timeout_s: float = 10.0) -> bool:
     """Whether a server answers ``/v1/models`` on ``port``."""
     try:
         with urllib.request.urlopen(base_url(port) + "/models", timeout=timeout_s) as response:
@@ -255,7 +265,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def running(port: int = DEFAULT_PORT, **kwargs: object) -> Iterator[str]:
     """The base URL of a server on ``port``: one already running there is reused,
     otherwise one is started for the block and stopped after it."""
-    if is_up(port):
+    if listening(port):
         log(f"reusing the server already on port {port}")
         yield base_url(port)
         return
