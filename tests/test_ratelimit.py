@@ -103,6 +103,43 @@ def test_unreachable_dynamodb_raises_state_unavailable() -> None:
         store.add("k", {"n": 1}, limits={"n": 1}, expires_at=4e9)
 
 
+def test_a_refund_is_never_retried_an_increment_may_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An endpoint that reads the request and never answers: a lost answer may mean applied."""
+    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_READ_TIMEOUT_S", 0.3)
+    received: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            received.append(conn.recv(65536))
+            held.append(conn)  # never answered, closed at the end
+
+    threading.Thread(target=accept, daemon=True).start()
+    port = server.getsockname()[1]
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(key, value)
+    store = DynamoDBCounters("t", region="us-east-1", endpoint_url=f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(StateUnavailable):
+            store.add("k", {"n": 1}, limits={"n": 5}, expires_at=4e9)
+        increments = len(received)
+        with pytest.raises(StateUnavailable):
+            store.add("k", {"n": -1}, expires_at=4e9)
+        refunds = len(received) - increments
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert increments == 2 and refunds == 1
+
+
 # ---------------------------------------------------------------- the limiter
 
 

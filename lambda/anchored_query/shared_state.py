@@ -201,29 +201,32 @@ class DynamoDBCounters:
     ) -> None:
         self.table = table
         self._client = client
+        self._once = client  # for updates that must not be applied twice (see add)
         self._region = region
         self._endpoint_url = endpoint_url or None
         self._lock = threading.Lock()
 
+    def _make(self, attempts: int) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        config = Config(
+            connect_timeout=DYNAMODB_CONNECT_TIMEOUT_S,
+            read_timeout=DYNAMODB_READ_TIMEOUT_S,
+            retries={"mode": "standard", "total_max_attempts": attempts},  # first try included
+        )
+        return boto3.session.Session().client(
+            "dynamodb", region_name=self._region, endpoint_url=self._endpoint_url, config=config
+        )
+
     def client(self) -> Any:
-        """The boto3 client, made on first use (an import and a client cost ~0.1 s)."""
-        if self._client is None:
+        """The boto3 clients, made on first use (a client costs ~0.1 s); the retrying one."""
+        if self._client is None or self._once is None:
             with self._lock:
                 if self._client is None:
-                    import boto3
-                    from botocore.config import Config
-
-                    config = Config(
-                        connect_timeout=DYNAMODB_CONNECT_TIMEOUT_S,
-                        read_timeout=DYNAMODB_READ_TIMEOUT_S,
-                        retries={"mode": "standard", "max_attempts": DYNAMODB_MAX_ATTEMPTS},
-                    )
-                    self._client = boto3.session.Session().client(
-                        "dynamodb",
-                        region_name=self._region,
-                        endpoint_url=self._endpoint_url,
-                        config=config,
-                    )
+                    self._client = self._make(DYNAMODB_MAX_ATTEMPTS)
+                if self._once is None:
+                    self._once = self._make(1)
         return self._client
 
     def add(
@@ -261,8 +264,14 @@ class DynamoDBCounters:
             request["ConditionExpression"] = " AND ".join(conditions)
         from botocore.exceptions import BotoCoreError, ClientError
 
+        # ADD is not idempotent: an update DynamoDB applied but whose answer was lost
+        # (a read timeout) is applied again when retried. Counting up twice errs on the
+        # safe side (a stricter limit); counting down twice (a refund) would not, so an
+        # update that subtracts is sent once, and if it fails the count stays high.
+        retrying = self.client()
+        client = self._once if any(a < 0 for a in amounts.values()) else retrying
         try:
-            response = self.client().update_item(**request)
+            response = client.update_item(**request)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code == "ConditionalCheckFailedException":
