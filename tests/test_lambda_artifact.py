@@ -149,7 +149,7 @@ def test_ask_through_a_function_url(run: dict[str, Any], published: tuple[str, s
     assert "port" in " ".join(s["text"] for s in body["answer"])
 
 
-def test_ask_through_an_http_api_with_a_base64_body(run: dict[str, Any]) -> None:
+def test_ask_through_an_http_api(run: dict[str, Any]) -> None:
     resp = response(run, "http-api-v2-ask.json")
     assert resp["statusCode"] == 200, resp
     body = body_of(resp)
@@ -165,12 +165,16 @@ def test_health_through_an_http_api(run: dict[str, Any], published: tuple[str, s
     assert body["chunks"] > 0 and body["model"]
 
 
-def test_malformed_json_is_a_400_with_a_json_error(run: dict[str, Any]) -> None:
+def test_a_form_encoded_post_is_a_415_with_a_json_error(run: dict[str, Any]) -> None:
+    """curl -d without a content type: refused, so a cross-site form cannot ask either."""
     resp = response(run, "function-url-bad-json.json")
-    assert resp["statusCode"] == 400, resp
+    assert resp["statusCode"] == 415, resp
     assert resp["headers"]["content-type"] == "application/json"
     assert body_of(resp) == {
-        "error": {"code": "bad_json", "message": "the request body is not valid JSON"}
+        "error": {
+            "code": "unsupported_media_type",
+            "message": "send the request body as application/json",
+        }
     }
     assert "Traceback" not in run["stderr"]
 
