@@ -7,6 +7,7 @@ with), and answers with the LLM when configured or extractively otherwise.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -41,7 +42,7 @@ from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
 from anchored_query.support import make_support
 from anchored_query.types import Passage, Turn
-from anchored_query.validation import AskRequest
+from anchored_query.validation import AskRequest, check_scope
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
 from build_index.index_format import Index, read_index
@@ -273,6 +274,7 @@ class Engine:
         t0 = time.perf_counter()
         deadline = Deadline(self.settings.deadline_s)
         loaded = self.current()
+        check_scope(request.scope, loaded.index)
         use_llm = self.llm is not None and request.mode != "extractive"
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
@@ -618,10 +620,15 @@ def _scope_note(scope: Scope) -> str:
         return "All sections of the site are in scope."
     parts = []
     if scope.include:
-        parts.append("Only these sections are in scope: " + ", ".join(scope.include))
+        parts.append("Only these sections are in scope: " + _quoted(scope.include))
     if scope.exclude:
-        parts.append("The reader excluded these sections: " + ", ".join(scope.exclude))
+        parts.append("The reader excluded these sections: " + _quoted(scope.exclude))
     return ". ".join(parts) + "."
+
+
+def _quoted(prefixes: tuple[str, ...]) -> str:
+    """Scope prefixes as data: each one quoted (they are page URL prefixes, checked)."""
+    return ", ".join(json.dumps(p, ensure_ascii=False) for p in prefixes)
 
 
 def _url(page: str, anchor: str) -> str:

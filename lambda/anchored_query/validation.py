@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from anchored_query.errors import QueryError
 from anchored_query.retrieval import Scope
 from anchored_query.settings import Settings
 from anchored_query.types import Turn
+
+if TYPE_CHECKING:
+    from build_index.index_format import Index
 
 Mode = Literal["auto", "llm", "extractive"]
 MAX_SCOPE_PREFIXES = 50
@@ -114,6 +118,46 @@ def parse_scope(value: object) -> Scope:
             raise bad(f"a 'scope.{key}' prefix holds control characters; send page URLs")
         parts[key] = tuple(i.lstrip("/") for i in items)
     return Scope(include=parts["include"], exclude=parts["exclude"])
+
+
+_section_cache: dict[str, frozenset[str]] = {}
+
+
+def section_prefixes(pages: Iterable[str]) -> frozenset[str]:
+    """Every prefix a scope may name: each page URL and each of its leading path
+    segments, with and without the trailing slash (``guide/``, ``guide``)."""
+    found: set[str] = set()
+    for page in pages:
+        parts = page.split("/")
+        for i in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:i])
+            found.add(prefix)
+            if i < len(parts):
+                found.add(prefix + "/")
+    found.discard("")
+    return frozenset(found)
+
+
+def check_scope(scope: Scope, index: Index) -> None:
+    """400 ``unknown_scope`` unless every scope prefix names a page or section of
+    ``index`` (worked out once per build). Free text never reaches the prompt's site
+    state this way."""
+    if scope.is_whole_site():
+        return
+    build_id = index.build_id
+    known = _section_cache.get(build_id)
+    if known is None:
+        known = section_prefixes(chunk["page"] for chunk in index.chunks)
+        if len(_section_cache) >= 4:
+            _section_cache.pop(next(iter(_section_cache)))
+        _section_cache[build_id] = known
+    for key, prefixes in (("include", scope.include), ("exclude", scope.exclude)):
+        if any(prefix and prefix not in known for prefix in prefixes):
+            raise bad(
+                f"a 'scope.{key}' prefix is not a page or section of this site; "
+                "send page URL prefixes such as 'guide/'",
+                "unknown_scope",
+            )
 
 
 def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
