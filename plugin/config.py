@@ -27,6 +27,21 @@ class StoreOption(c.Type[str]):
         return value
 
 
+class TimeoutOption(c.Type[float]):
+    """Seconds, a number between 1 and 300."""
+
+    def __init__(self, default: float) -> None:
+        super().__init__((int, float), default=default)
+
+    def run_validation(self, value: object) -> float:
+        if isinstance(value, bool):
+            raise c.ValidationError("expected a number of seconds")
+        number = float(super().run_validation(value))
+        if not 1 <= number <= 300:
+            raise c.ValidationError(f"{number:g} s is outside 1–300 s")
+        return number
+
+
 class AnchoredConfig(base.Config):
     """Options of the ``anchored`` plugin; related options share a prefix."""
 
@@ -55,3 +70,8 @@ class AnchoredConfig(base.Config):
     widget_starters = c.ListOfItems(c.Type(str), default=[])
     widget_attach = c.Type(str, default="")
     widget_shortcut = c.Type(str, default="a")
+    # Offer "Ask the docs: '…'" in the theme's own search box (Material, mkdocs theme).
+    widget_search_ask = c.Type(bool, default=True)
+    # Seconds the ask box waits for an answer; keep it above the function's
+    # ANCHORED_DEADLINE_S (20 s by default) so the function's own fallback arrives first.
+    widget_timeout = TimeoutOption(default=30.0)

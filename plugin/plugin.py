@@ -111,6 +111,8 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             "starters": list(self.config.widget_starters),
             "attach": self.config.widget_attach,
             "shortcut": self.config.widget_shortcut,
+            "search_ask": self.config.widget_search_ask,
+            "timeout": round(self.config.widget_timeout * 1000),
             "scopes": True,
         }
 

@@ -33,11 +33,32 @@ def test_defaults_load_without_errors() -> None:
         ({"store": "gs://bucket/x"}, "neither a local folder"),
         ({"enabled": "yes"}, "Expected type"),
         ({"widget_starters": "How?"}, "list"),
+        ({"widget_timeout": 0.5}, "outside 1–300 s"),
+        ({"widget_timeout": "soon"}, "Expected type"),
+        ({"widget_timeout": True}, "number of seconds"),
+        ({"widget_search_ask": "no"}, "Expected type"),
     ],
 )
 def test_bad_options_are_reported(options: dict[str, object], message: str) -> None:
     errors, _ = load(options)
     assert errors and message in str(errors[0][1])
+
+
+def test_widget_settings_carry_search_ask_and_the_timeout_in_ms() -> None:
+    plugin = AnchoredPlugin()
+    errors, _ = plugin.load_config({"widget_timeout": 45, "widget_search_ask": False})
+    assert errors == []
+
+    class Page:
+        url = "guide/install/"
+
+    settings = plugin.widget_settings(Page())  # type: ignore[arg-type]
+    assert settings["timeout"] == 45000 and settings["search_ask"] is False
+    assert settings["root"] == "../../"
+    defaults = AnchoredPlugin()
+    defaults.load_config({})
+    assert defaults.widget_settings(Page())["timeout"] == 30000  # type: ignore[arg-type]
+    assert defaults.widget_settings(Page())["search_ask"] is True  # type: ignore[arg-type]
 
 
 def test_config_starts_with_enabled() -> None:

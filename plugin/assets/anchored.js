@@ -159,6 +159,61 @@ function openSearch(q) {
   return false;
 }
 
+// ---- "Ask the docs: “…”" as a row of the theme's own search
+async function askFromSearch(q) {
+  await openDialog();
+  if (q) dialog.ask(q);
+}
+
+function searchAsk() {
+  if (cfg.search_ask === false) return;
+  const md = document.querySelector('[data-md-component="search-query"]'); // Material
+  const input = md || document.getElementById('mkdocs-search-query'); // mkdocs theme
+  const results = md ? document.querySelector('[data-md-component="search-result"]') : document.getElementById('mkdocs-search-results');
+  if (!input || !results || input.dataset.anchoredAsk) return;
+  input.dataset.anchoredAsk = '1';
+  const text = document.createElement('span');
+  const inner = document.createElement('span');
+  inner.className = 'anchored-search-ask__inner';
+  inner.dataset.mdScore = '-1'; // Material's Enter opens the best-scored result: never this row
+  inner.append(icon('ask'), text);
+  const row = document.createElement('a');
+  row.href = '#';
+  row.className = 'anchored-ui anchored-search-ask' + (md ? ' md-search-result__link' : '');
+  row.hidden = true;
+  row.append(inner);
+  // First row: Material's arrow keys reach it right after the box; Tab from the box in the mkdocs theme.
+  if (md) results.prepend(row);
+  else results.before(row);
+  const update = () => {
+    const q = input.value.trim();
+    row.hidden = !q;
+    text.textContent = `Ask the docs: “${q}”`;
+  };
+  input.addEventListener('input', update);
+  input.addEventListener('keyup', update);
+  update();
+  row.addEventListener('click', (e) => {
+    e.preventDefault();
+    const q = input.value.trim().slice(0, 1000);
+    const toggle = document.getElementById('__search');
+    if (md && toggle) {
+      toggle.checked = false;
+      toggle.dispatchEvent(new Event('change'));
+      askFromSearch(q);
+      return;
+    }
+    const modal = document.getElementById('mkdocs_search_modal');
+    if (!modal || !modal.classList.contains('show')) return void askFromSearch(q);
+    let done = false;
+    const go = () => done || ((done = true), askFromSearch(q));
+    modal.addEventListener('hidden.bs.modal', go, { once: true });
+    setTimeout(go, 600); // no Bootstrap event: go anyway
+    const close = modal.querySelector('[data-bs-dismiss="modal"]');
+    if (close) close.click();
+  });
+}
+
 // ---- the Ask button and the dialog
 let dialog = null;
 let button = null;
@@ -256,6 +311,7 @@ function onPage() {
     button = button || makeButton();
     attach(button);
   }
+  searchAsk();
   highlightFromLocation();
 }
 

@@ -100,6 +100,8 @@ def widget_tags(root: str, page: str, overrides: dict) -> str:
         "shortcut": "a",
         "title": "Ask the docs",
         "scopes": True,
+        "search_ask": True,
+        "timeout": 30000,
     }
     config.update(overrides)
     data = json.dumps(config, ensure_ascii=False).replace("</", "<\\/")
