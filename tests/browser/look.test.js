@@ -112,3 +112,49 @@ test("MkDocs' default theme and a 375 px phone: screenshots", async (t) => {
   await page.screenshot({ path: join(SHOTS, 'mkdocs-highlight.png') });
   await page.context().close();
 });
+
+/** Text contrast of `sel` on its own (or the nearest painted) background. */
+function contrastOf(page, sel) {
+  return page.$eval(sel, (el) => {
+    const rgba = (s) => {
+      const m = s.match(/[\d.]+/g).map(Number);
+      return { r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1 };
+    };
+    const over = (t, u) => ({ r: t.r * t.a + u.r * (1 - t.a), g: t.g * t.a + u.g * (1 - t.a), b: t.b * t.a + u.b * (1 - t.a), a: 1 });
+    const lum = (c) => {
+      const f = (v) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b);
+    };
+    const layers = [];
+    for (let n = el; n; n = n.parentElement) {
+      const c = rgba(getComputedStyle(n).backgroundColor);
+      if (c.a > 0) layers.push(c);
+      if (c.a === 1) break;
+    }
+    const bg = layers.reverse().reduce((u, t) => over(t, u), { r: 255, g: 255, b: 255, a: 1 });
+    const fg = over(rgba(getComputedStyle(el).color), bg);
+    const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+    return (hi + 0.05) / (lo + 0.05);
+  });
+}
+
+// Code in answers (the docs' pictures): both palettes, desktop and phone.
+for (const [scheme, width] of [['light', 1280], ['dark', 1280], ['light', 375], ['dark', 375]]) {
+  test(`Material ${scheme} ${width} px: an answer with a code block, list and emphasis is readable; screenshot`, async () => {
+    const page = await newPage(browser, { viewport: { width, height: width < 500 ? 720 : 800 }, isMobile: width < 500, hasTouch: width < 500 });
+    await open(page, OTHER);
+    if (scheme === 'dark') await dark(page);
+    await ask(page, 'Show me the markdown example');
+    const code = page.locator('.anchored-turn .anchored-code').last();
+    await code.scrollIntoViewIfNeeded();
+    for (const sel of ['.anchored-turn pre code', '.anchored-turn .anchored-code__lang', '.anchored-turn code.anchored-code-inline', '.anchored-turn .anchored-list li']) {
+      const c = await contrastOf(page, sel);
+      assert.ok(c >= 4.5, `${sel}: contrast ${c.toFixed(2)} in ${scheme}`);
+    }
+    const box = await code.boundingBox();
+    assert.ok(box.x >= 0 && box.x + box.width <= width, `code block fits the screen: ${JSON.stringify(box)}`);
+    await page.locator('.anchored-body').evaluate((b) => (b.scrollTop = 0));
+    await page.screenshot({ path: join(SHOTS, `code-${scheme}-${width}.png`) });
+    await page.context().close();
+  });
+}
