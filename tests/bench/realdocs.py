@@ -163,18 +163,31 @@ def inputs_hash(site: str, config_text: str, model: str) -> str:
     return digest.hexdigest()
 
 
-def build(site: str, out: Path, model: str = DEFAULT_MODEL, *, force: bool = False) -> Path:
-    """Build one site (or reuse its build); return ``<root>`` holding site/ and index/."""
+def build(
+    site: str,
+    out: Path,
+    model: str = DEFAULT_MODEL,
+    *,
+    force: bool = False,
+    stale_ok: bool = False,
+) -> Path:
+    """Build one site (or reuse its build); return ``<root>`` holding site/ and index/.
+
+    ``stale_ok`` reuses an existing build even when its inputs changed.
+    """
     yml, docs = source_of(site)
     root = site_root(out, site, model).resolve()
     config_text = rewrite_config(yml.read_text("utf-8"), root=root, model=model)
     stamp_path = root / "stamp.json"
     digest = inputs_hash(site, config_text, model)
-    if not force and stamp_path.exists() and (root / "index" / "manifest.json").exists():
-        stamp = json.loads(stamp_path.read_text("utf-8"))
-        if stamp.get("inputs") == digest:
-            print(f"{site}: unchanged, reusing {root}", file=sys.stderr)
-            return root
+    previous: dict[str, Any] = {}
+    if stamp_path.exists():
+        previous = json.loads(stamp_path.read_text("utf-8"))
+    unchanged = previous.get("inputs") == digest
+    if not force and previous and (unchanged or stale_ok) and (root / "index").is_dir():
+        state = "unchanged" if unchanged else "changed (stale_ok)"
+        print(f"{site}: {state}, reusing {root}", file=sys.stderr)
+        return root
     project = root / "project"
     if project.exists():
         shutil.rmtree(project)
@@ -205,6 +218,13 @@ def build(site: str, out: Path, model: str = DEFAULT_MODEL, *, force: bool = Fal
         "build_s": round(seconds, 2),  # the whole mkdocs build, plugin included
         "cache_cold": cache_cold,  # True: every chunk was embedded in this build
     }
+    # The last build that embedded everything (stamps without cache_cold were cold builds).
+    if cache_cold:
+        stamp["cold_build_s"] = stamp["build_s"]
+    elif "cold_build_s" in previous:
+        stamp["cold_build_s"] = previous["cold_build_s"]
+    elif previous and previous.get("cache_cold", True):
+        stamp["cold_build_s"] = previous["build_s"]
     stamp_path.write_text(json.dumps(stamp, indent=1), "utf-8")
     print(f"{site}: built in {seconds:.1f} s → {root}", file=sys.stderr)
     return root
