@@ -73,17 +73,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from anchored_query.validation import AskRequest
 
     engine = _engine(args.index)
-    result = engine.ask(
-        AskRequest(
-            question=args.question,
-            scope=Scope(include=tuple(args.include), exclude=tuple(args.exclude)),
-            mode=args.mode,
+    try:
+        result = engine.ask(
+            AskRequest(
+                question=args.question,
+                scope=Scope(include=tuple(args.include), exclude=tuple(args.exclude)),
+                mode=args.mode,
+            )
         )
-    )
+    finally:
+        engine.close()
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
     label = "extractive (quoted from the docs)" if result["mode"] == "extractive" else "LLM"
+    if result.get("reason"):  # the LLM answer was replaced by the extractive one: say why
+        print(f"Note: {result['reason']} ({result.get('fallback', '')}).\n")
     if result["abstained"]:
         print("The docs don't seem to cover this. Sections that come closest:")
     else:

@@ -316,3 +316,27 @@ def test_the_ask_box_waits_longer_than_the_deadline() -> None:
     assert found, "anchored.js sets no default timeout"
     default = Settings.from_env({"ANCHORED_INDEX": "x"}).deadline_s
     assert int(found.group(1)) / 1000 >= default + 5
+
+
+def test_anchored_ask_prints_why_it_fell_back(
+    qa_index: Path,
+    srv: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    from mkdocs_anchored.cli import main
+
+    for key, value in {
+        "ANCHORED_LLM_PROVIDER": "openai",
+        "ANCHORED_LLM_MODEL": "fake-model",
+        "ANCHORED_LLM_BASE_URL": srv.url,
+        "ANCHORED_LLM_RETRIES": "0",
+        "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    srv.script(Status(503))
+    assert main(["ask", "How do I upgrade Skylark?", "--index", str(qa_index)]) == 0
+    out = capsys.readouterr().out
+    assert "Note: the language model did not answer, so this answer quotes the docs" in out
+    assert "(http_5xx)" in out and "extractive (quoted from the docs)" in out
