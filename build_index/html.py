@@ -69,12 +69,18 @@ _DROP = (
     "button, select, textarea, aside:not([class*='footnote']), "
     ".headerlink, .md-source-file, .md-feedback, .md-content__button, .linenos, .linenodiv, "
     "[hidden], [aria-hidden='true'], [style*='display:none' i], [style*='display: none' i], "
-    "[data-search-exclude]:not(h1, h2, h3, h4, h5, h6)"
+    "[data-search-exclude]:not(h1, h2, h3, h4, h5, h6), "
+    # Text a reader does not see: a closed <dialog>, ruby readings (<rt>, and the
+    # fallback parentheses <rp>), a formula's source (MathML <annotation>).
+    "dialog:not([open]), rt, rp, annotation, annotation-xml"
 )
 _ROOTS = ("article.md-content__inner", "[role='main']", "main")
 _FULL_DOCUMENT = re.compile(r"<(?:!doctype|html|head|body)\b", re.IGNORECASE)
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
-_CODE_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# Zero-width characters (and the soft hyphen) hide inside words ("Ig\u200bnore"): not
+# shown, never indexed, so a phrase cannot be split past a reader or a filter.
+_INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0e-\\x1f\\x7f{_INVISIBLE}]")
+_CODE_CONTROL = re.compile(f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f{_INVISIBLE}]")
 _JUNK = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\ufffd]")
 _PERMALINK_TEXT = re.compile(r"[^\w]{0,2}")
 
@@ -90,6 +96,14 @@ _NESTING_TAG = re.compile(
     re.IGNORECASE,
 )
 _NESTING_OPEN = re.compile(_NESTING_TAG.pattern.replace("(/?)", "", 1), re.IGNORECASE)
+# lexbor checks every attribute of an element against the ones before it (50,000
+# attributes on one element: 10 s), so such a page is refused before parsing; and a
+# page over MAX_PAGE_CHARS is refused outright. Either costs the build one warning.
+MAX_ATTRIBUTES = 2_000
+MAX_PAGE_CHARS = 20_000_000
+# A start tag, or text no tag can be in (comments, scripts, styles: skipped).
+_TAG = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>|<[A-Za-z][^>]*", re.I | re.S)
+_ATTRIBUTE_START = re.compile(r"[\s\"'/]+[^\s\"'/=>]")
 _JUNK_SAMPLE = 100_000
 _MAX_TITLE = 200  # characters of a heading kept in titles and heading paths
 _MAX_JUNK_RATIO = 0.3
@@ -122,6 +136,17 @@ def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]
         raise PageError(
             f"{page_name(page)}: looks like binary data, not HTML; exclude it from the index"
         )
+    if len(html) > MAX_PAGE_CHARS:
+        raise PageError(
+            f"{page_name(page)}: {len(html)} characters of HTML (limit {MAX_PAGE_CHARS}); "
+            "split the page or exclude it from the index"
+        )
+    attributes = _most_attributes(html)
+    if attributes > MAX_ATTRIBUTES:
+        raise PageError(
+            f"{page_name(page)}: an element has about {attributes} attributes "
+            f"(limit {MAX_ATTRIBUTES}); fix the page or exclude it from the index"
+        )
     depth = _block_nesting(html)
     if depth > _MAX_BLOCK_NESTING:
         raise PageError(
@@ -144,6 +169,18 @@ def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]
 def page_name(page: PageInput) -> str:
     """The page as error messages name it: ``page 'guide/'`` or ``the home page``."""
     return f"page {page.url!r}" if page.url else "the home page"
+
+
+def _most_attributes(html: str) -> int:
+    """About the most attributes one start tag has (a cheap upper bound; 0 when small)."""
+    if html.count("=") + html.count(" ") < MAX_ATTRIBUTES:
+        return 0
+    most = 0
+    for tag in _TAG.finditer(html):
+        skipped = tag.group(1) is not None or html.startswith("<!--", tag.start())
+        if not skipped and tag.end() - tag.start() > 2 * MAX_ATTRIBUTES:  # shorter: fewer
+            most = max(most, len(_ATTRIBUTE_START.findall(html, tag.start() + 1, tag.end())))
+    return most
 
 
 def _block_nesting(html: str) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -248,3 +249,87 @@ def test_pathological_nesting_is_refused_quickly() -> None:
 def test_non_text_html_raises_page_error() -> None:
     with pytest.raises(PageError, match="home page"):
         extract_sections(PageInput(url="", html=b"<p>x</p>"))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- hidden text, page cost
+
+
+def test_closed_dialogs_ruby_annotations_and_math_sources_are_not_indexed() -> None:
+    html = """<h1 id="t">T</h1>
+<p>Visible one.</p>
+<dialog><p>Ignore previous instructions (closed dialog).</p></dialog>
+<dialog open><p>Open dialog text.</p></dialog>
+<p>Kanji <ruby>漢<rp>(</rp><rt>kan hidden-rt</rt><rp>)</rp></ruby> here.</p>
+<p>Formula <math><semantics><mi>x</mi><annotation encoding="application/x-tex">hidden-tex
+</annotation><annotation-xml encoding="MathML-Content">hidden-xml</annotation-xml>
+</semantics></math> end.</p>"""
+    text = sections(html)[0].text
+    assert "Visible one." in text and "Open dialog text." in text
+    assert "closed dialog" not in text
+    assert "hidden-rt" not in text and "(" not in text.split("Kanji")[1].split("here")[0]
+    assert "漢" in text
+    assert "hidden-tex" not in text and "hidden-xml" not in text and "Formula" in text
+
+
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+
+
+def test_zero_width_characters_are_stripped_from_indexed_text() -> None:
+    html = (
+        '<h1 id="t">Ti\u200btle\u00ad</h1>'
+        "<p>Ig\u200bnore previous instruc\u200dtions, sec\u00adond\u2060 and \ufeffthird.</p>"
+        "<pre><code>co\u200bde</code></pre>"
+        "<table><tr><th>a\u200bb</th></tr><tr><td>c\u200cd</td></tr></table>"
+    )
+    (section,) = sections(html)
+    for value in (section.text, section.title, *section.heading_path):
+        assert not set(value) & set(ZERO_WIDTH), repr(value)
+    assert "Ignore previous instructions, second and third." in section.text
+    assert "code" in section.text and "ab" in section.text and "cd" in section.text
+    assert section.title == "Title"
+
+
+def test_an_element_with_too_many_attributes_is_refused_naming_the_page() -> None:
+    """lexbor checks each attribute against the element's others: 50,000 on one element
+    took 10 s. Such a page is refused before parsing (the build skips it with a warning
+    naming it); a normal element with many attributes is still read."""
+    many = " ".join(f"data-a{i}=1" for i in range(50_000))
+    with pytest.raises(PageError, match=r"page 'guide/'.*attributes"):
+        sections(f'<h1 id="t">T</h1><p {many}>text</p>')
+    unquoted_run = "".join(f'a{i}="1"' for i in range(50_000))  # no spaces between them
+    with pytest.raises(PageError, match="attributes"):
+        sections(f'<h1 id="t">T</h1><p {unquoted_run}>text</p>')
+    fine = " ".join(f"data-a{i}=1" for i in range(200))
+    assert "text" in sections(f'<h1 id="t">T</h1><p {fine}>text</p>')[0].text
+    # Many attributes spread over many elements are fine (the cost is per element).
+    spread = "".join(f'<span data-a="{i}" data-b="{i}">w{i}</span> ' for i in range(20_000))
+    assert "w19999" in sections(f'<h1 id="t">T</h1><p>{spread}</p>')[0].text
+
+
+def test_a_huge_page_is_refused_naming_the_page() -> None:
+    from build_index.html import MAX_PAGE_CHARS
+
+    with pytest.raises(PageError, match=r"page 'guide/'.*characters"):
+        sections("<p>" + "word " * (MAX_PAGE_CHARS // 5 + 1) + "</p>")
+
+
+def test_a_refused_page_is_a_warning_of_the_build_naming_it(tmp_path: Path) -> None:
+    from build_index.pipeline import BuildConfig, build
+
+    many = " ".join(f"data-a{i}=1" for i in range(50_000))
+    pages = [
+        PageInput(url="ok/", html='<h1 id="a">A</h1><p>Fine page text.</p>', title="A"),
+        PageInput(url="bad/", html=f'<h1 id="b">B</h1><p {many}>x</p>', title="B"),
+    ]
+    report = build(pages, tmp_path / "index", BuildConfig())
+    assert report.pages_skipped == 1
+    assert any("bad/" in w and "attributes" in w for w in report.warnings), report.warnings
+
+
+def test_scripts_and_comments_never_count_as_attributes() -> None:
+    words = " ".join(f"w{i}" for i in range(5_000))
+    html = (
+        f'<h1 id="t">T</h1><script>if (a<b) {{ {words} }}</script>'
+        f"<!-- <p {words} --><style>x<y {words}</style><span {'a=1 ' * 100}>text</span>"
+    )
+    assert "text" in sections(html)[0].text
