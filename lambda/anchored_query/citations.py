@@ -318,7 +318,7 @@ def verify(
     abstained = not substantive
     if not abstained:
         for i in sorted(disclaimers):
-            if i < max(substantive) and not decided[i]:
+            if i < min(substantive) and not decided[i]:
                 del decided[i]
                 reasons[i] = "disclaimer before a supported answer"
     kept = [AnswerSentence(items[i].sentence.text, decided[i], True) for i in sorted(decided)]

@@ -1,0 +1,87 @@
+"""Real replies of a real model (tests/fixtures/llm-replies/) through parse and verify.
+
+The fixtures were recorded by ``tests/bench/bench_llm_answers.py --record-fixtures``
+from Qwen2.5-Coder-1.5B-Instruct answering questions about this project's docs: the
+passages the engine gave it and the reply it wrote. Replaying them checks the
+verifier against how a real model writes, not how a fake one does: no reasoning or
+markup reaches a shown sentence, no shown sentence cites a passage outside the
+context, and far more of the model's sentences survive than with the verifier
+kept in ``tests/bench/baseline_citations.py`` (before issue 9).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anchored_query.citations import parse_answer, verify
+from anchored_query.prompt import echoes_instructions
+from anchored_query.support import make_support
+from anchored_query.types import Passage
+
+from build_index.embedder import Embedder, get_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llm-replies"
+sys.path.insert(0, str(Path(__file__).parent / "bench"))
+
+import baseline_citations  # noqa: E402
+
+_MARKUP = re.compile(r"<\s*/?\s*(?:think|thinking|reasoning)\b|<\|[a-z_]+\|>|\[\s*\d+\s*\]", re.I)
+
+
+def recorded() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text("utf-8")) for p in sorted(FIXTURES.glob("*.json"))]
+
+
+def passages_of(fixture: dict[str, Any]) -> dict[int, Passage]:
+    return {p["n"]: Passage(**p) for p in fixture["passages"]}
+
+
+pytestmark = pytest.mark.skipif(not recorded(), reason="no recorded replies yet")
+
+
+@pytest.fixture(scope="module")
+def support() -> Any:
+    return make_support(Embedder(get_model("all-MiniLM-L6-v2")), "all-MiniLM-L6-v2")
+
+
+def replay(fixture: dict[str, Any], support: Any) -> tuple[int, int, Any]:
+    by_n = passages_of(fixture)
+    usable = [n for n, p in by_n.items() if not p.excluded]
+    sentences = parse_answer(fixture["reply"], known=usable)
+    shown = [s for s in sentences if not echoes_instructions(s.text)]
+    return len(sentences), len(shown), verify(shown, by_n, support=support)
+
+
+def baseline(fixture: dict[str, Any]) -> tuple[int, Any]:
+    by_n = passages_of(fixture)
+    sentences = baseline_citations.parse_answer(fixture["reply"])
+    shown = [s for s in sentences if not echoes_instructions(s.text)]
+    return len(sentences), baseline_citations.verify(shown, by_n)
+
+
+def test_no_markup_and_no_foreign_citation_in_any_shown_sentence(support: Any) -> None:
+    for fixture in recorded():
+        by_n = passages_of(fixture)
+        _, _, verified = replay(fixture, support)
+        for s in verified.sentences:
+            assert not _MARKUP.search(s.text), (fixture["qid"], s.text)
+            assert all(n in by_n and not by_n[n].excluded for n in s.citations)
+            if not verified.abstained and not s.citations:
+                assert "not" in s.text or "没有" in s.text, s.text  # only a gap note is uncited
+
+
+def test_kept_share_rises_over_the_old_verifier(support: Any) -> None:
+    written = kept = old_kept = 0
+    for fixture in recorded():
+        total, _, verified = replay(fixture, support)
+        _, old = baseline(fixture)
+        written += total
+        kept += sum(1 for s in verified.sentences if s.citations)
+        old_kept += sum(1 for s in old.sentences if s.citations)
+    assert written > 0
+    assert kept > old_kept
