@@ -38,7 +38,12 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from anchored_query.evidence import Evidence, gather_evidence, probability_answerable
+from anchored_query.evidence import (
+    THRESHOLDS,
+    Evidence,
+    gather_evidence,
+    probability_answerable,
+)
 from anchored_query.quote import Unit, render, section_units
 from anchored_query.spelling import corrected
 from anchored_query.types import Passage, Turn
@@ -61,6 +66,9 @@ MAX_QUOTE_CHARS = 900  # a quote grows by neighbours only up to this size
 MAX_FOLLOWING = 6  # lines a lead-in brings
 SHORT_SECTION = 400  # characters: a section this short is quoted whole
 _EMBED_CHARS = 160
+LONG_QUESTION = 25  # words: a longer question is read sentence by sentence (_focus)
+MAX_PARTS = 3
+_SENTENCE_END = re.compile(r"(?<=[.?!。？！])\s+|(?<=[。？！])")
 _HISTORY_WEIGHT = 0.5
 # The unit score: a linear blend fitted by hand on the development sets
 # (tests/bench/bench_extractive.py): term coverage, semantic similarity, the
@@ -185,6 +193,8 @@ def answer_extractively(
         if _is_label(c.unit):
             c.score *= _LABEL  # "Python version", "Set language": a label, not an answer
     scale = SEMANTIC_SCALES.get(model)
+    if embedder is not None and index is not None:
+        question_vector, similarity = _focus(question, embedder, index, question_vector, similarity)
     if embedder is not None:
         _add_semantic(question, scored, sections, embedder, question_vector, scale)
     best = max(scored, key=lambda c: c.score)
@@ -247,9 +257,33 @@ def answer_extractively(
     )
 
 
-def _threshold(model: str) -> float:
-    from anchored_query.evidence import THRESHOLDS
+def _focus(
+    question: str,
+    embedder: SentenceEmbedder,
+    index: Index,
+    vector: npt.NDArray[np.float32] | None,
+    similarity: float | None,
+) -> tuple[npt.NDArray[np.float32] | None, float | None]:
+    """The vector of the question's sentence closest to the docs, for a long question.
 
+    A question written as users write issues is mostly context ("we migrated
+    last week and now…"); one of its sentences asks. Each sentence of a long
+    question (up to :data:`MAX_PARTS`) is embedded; the one whose closest chunk
+    is closest stands for the question when it beats the whole question.
+    """
+    parts = [p.strip() for p in _SENTENCE_END.split(question) if len(p.split()) >= 3]
+    if len(question.split()) < LONG_QUESTION or len(parts) < 2:
+        return vector, similarity
+    best_vector, best = vector, similarity if similarity is not None else -1.0
+    for part in parts[-MAX_PARTS:]:  # the asking sentence is usually near the end
+        v = embedder.embed_query(part)
+        top = float(index.dense_scores(v).max())
+        if top > best:
+            best_vector, best = v, top
+    return best_vector, best
+
+
+def _threshold(model: str) -> float:
     return THRESHOLDS.get(model, THRESHOLDS[""])
 
 
