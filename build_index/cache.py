@@ -18,6 +18,14 @@ Writes are atomic: a new ``.npy`` under a fresh name, then the ``.json`` via
 ``os.replace``, then the old ``.npy`` is removed. A missing, corrupt or
 mismatching cache is logged as a warning and treated as empty; it never stops a
 build.
+
+Nothing read back is trusted as-is: the ``.json`` records the ``.npy``'s
+SHA-256 (``"sha256"``; a file changed behind the cache's back is ignored
+whole), and every row returned by :meth:`EmbeddingCache.lookup` must be finite,
+of the cache's dimension and of unit norm (within :data:`NORM_TOLERANCE`);
+a row that is not is a miss, so the build embeds that text again and the next
+flush replaces the row. (Someone who can rewrite both files can still plant
+well-formed vectors: the cache trusts the build machine's own disk that far.)
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ CACHE_FORMAT = "anchored-embedding-cache"
 CACHE_VERSION = 1
 _STORE_DTYPE = np.float16
 _COPY_ROWS = 16384  # rows copied per step when rewriting the .npy
+# float16 storage of a unit vector keeps its norm within ~1e-3; anything further off
+# was not written by this cache.
+NORM_TOLERANCE = 0.01
 
 
 def cache_key(model_sha256: str, text: str) -> str:
@@ -76,6 +87,8 @@ class EmbeddingCache:
         self._new_vecs: list[npt.NDArray[np.float16]] = []
         self._new_index: dict[str, int] = {}  # key -> position in _new_keys
         self._used: set[str] = set()
+        self._dropped = False  # a row was refused: the next flush rewrites the file
+        self.rejected = 0  # cached rows refused by lookup (not finite, not unit norm)
         self._load()
 
     # ------------------------------------------------------------------ loading
@@ -97,12 +110,15 @@ class EmbeddingCache:
                 raise ValueError(f"bad vectors file name {name!r}")
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise ValueError("keys must be a list of strings")
+            digest = meta.get("sha256")
+            if digest is not None and _file_sha256(self.directory / name) != digest:
+                raise ValueError("the vectors file does not match its recorded digest")
             arr = np.load(self.directory / name, mmap_mode="r", allow_pickle=False)
             if arr.dtype != _STORE_DTYPE or arr.shape != (len(keys), dim):
                 raise ValueError(
                     f"vectors are {arr.dtype} {arr.shape}, expected float16 {(len(keys), dim)}"
                 )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except Exception as exc:  # whatever is wrong with it, the build goes on
             log.warning(
                 "embedding cache %s is unreadable (%s); ignoring it, chunks will be re-embedded",
                 self._json_path,
@@ -137,6 +153,9 @@ class EmbeddingCache:
             row = self._rows.get(key)
             if row is not None and self._disk is not None:
                 vec = np.asarray(self._disk[row], dtype=np.float32)
+                if not self._valid(vec):
+                    self._refuse(key)
+                    vec = None
             else:
                 pos = self._new_index.get(key)
                 if pos is not None:
@@ -149,9 +168,31 @@ class EmbeddingCache:
             out.append(vec)
         return out
 
+    def _valid(self, vec: npt.NDArray[np.float32]) -> bool:
+        if vec.shape != (self._dim,) or not np.isfinite(vec).all():
+            return False
+        return abs(float(np.linalg.norm(vec)) - 1.0) <= NORM_TOLERANCE
+
+    def _refuse(self, key: str) -> None:
+        """Forget one bad row: it becomes a miss and the next flush drops it."""
+        if self.rejected == 0:
+            log.warning(
+                "embedding cache %s holds a vector that is not finite or not of unit norm; "
+                "such chunks are re-embedded",
+                self._json_path,
+            )
+        self.rejected += 1
+        del self._rows[key]
+        self._dropped = True
+
     def store(self, texts: Sequence[str], vectors: npt.ArrayLike) -> None:
         """Remember ``vectors[i]`` as the embedding of ``texts[i]`` (until :meth:`flush`)."""
         arr = np.asarray(vectors)
+        if arr.ndim == 2 and not np.isfinite(arr).all():
+            # Never cache what cannot be a real embedding (it would come back as a miss).
+            good = np.isfinite(arr).all(axis=1)
+            texts = [t for t, ok in zip(texts, good, strict=True) if ok]
+            arr = arr[good]
         if arr.ndim != 2 or arr.shape[0] != len(texts):
             raise ValueError(f"expected {len(texts)} vectors, got an array of shape {arr.shape}")
         if self._dim is None:
@@ -176,7 +217,7 @@ class EmbeddingCache:
         growing with every edit. Failing to write is logged, never raised.
         """
         keep_old = [k for k in self._rows if not prune or k in self._used]
-        unchanged = len(keep_old) == len(self._rows) and not self._new_keys
+        unchanged = len(keep_old) == len(self._rows) and not self._new_keys and not self._dropped
         if unchanged or self._dim is None:
             return
         try:
@@ -199,7 +240,7 @@ class EmbeddingCache:
             pos = 0
             if keep_old and self._disk is not None:
                 old_rows = np.fromiter((self._rows[k] for k in keep_old), dtype=np.int64)
-                contiguous = len(keep_old) == len(self._rows)
+                contiguous = len(keep_old) == self._disk.shape[0]
                 for start in range(0, len(keep_old), _COPY_ROWS):
                     stop = min(start + _COPY_ROWS, len(keep_old))
                     if contiguous:
@@ -217,6 +258,7 @@ class EmbeddingCache:
         os.replace(tmp_npy, npy_path)
 
         keys = keep_old + self._new_keys
+        digest = _file_sha256(npy_path)
         meta = {
             "format": CACHE_FORMAT,
             "version": CACHE_VERSION,
@@ -224,6 +266,7 @@ class EmbeddingCache:
             "dim": self._dim,
             "dtype": "float16",
             "vectors": name,
+            "sha256": digest,
             "keys": keys,
         }
         tmp_json = self._json_path.with_name(self._json_path.name + ".tmp")
@@ -234,6 +277,7 @@ class EmbeddingCache:
         self._disk_name = name
         self._rows = {k: i for i, k in enumerate(keys)}
         self._new_keys, self._new_vecs, self._new_index = [], [], {}
+        self._dropped = False
         self._remove_stale(keep=name)
 
     def _remove_stale(self, keep: str) -> None:
@@ -244,3 +288,11 @@ class EmbeddingCache:
                     path.unlink()
                 except OSError:  # pragma: no cover - e.g. still mapped on Windows
                     log.debug("could not remove stale cache file %s", path)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

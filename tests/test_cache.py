@@ -161,3 +161,94 @@ def test_many_entries_stay_cheap(tmp_path: Path) -> None:
     c2 = EmbeddingCache(tmp_path, SHA)
     assert all(v is not None for v in c2.lookup(texts[::97]))
     assert c2.misses == 0
+
+
+def _overwrite_rows(d: Path, rows: dict[int, np.ndarray], *, keep_digest: bool = False) -> None:
+    """Change rows of the .npy in place (memory-mapped: same file, same size)."""
+    (json_path,) = d.glob("*.json")
+    (npy_path,) = d.glob("*.npy")
+    arr = np.load(npy_path, mmap_mode="r+", allow_pickle=False)
+    for row, value in rows.items():
+        arr[row] = value
+    arr.flush()
+    del arr
+    if keep_digest:  # a tampering that also fixed up the recorded digest
+        import hashlib
+
+        meta = json.loads(json_path.read_text())
+        if "sha256" in meta:
+            meta["sha256"] = hashlib.sha256(npy_path.read_bytes()).hexdigest()
+            json_path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.full(8, np.nan, dtype=np.float16),
+        np.full(8, np.inf, dtype=np.float16),
+        np.zeros(8, dtype=np.float16),
+        np.full(8, 3.0, dtype=np.float16),  # norm 8.5, not a unit vector
+    ],
+    ids=["nan", "inf", "zero", "not-unit"],
+)
+def test_a_bad_cached_row_is_a_miss_and_is_re_embedded(
+    tmp_path: Path, bad: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    texts = ["a", "b", "c"]
+    v = vecs(3)
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(texts, v)
+    c.flush()
+    _overwrite_rows(tmp_path, {1: bad}, keep_digest=True)
+    with caplog.at_level(logging.WARNING, logger="build_index.cache"):
+        again = EmbeddingCache(tmp_path, SHA)
+        got = again.lookup(texts)
+    assert got[0] is not None and got[2] is not None and got[1] is None
+    assert again.rejected == 1 and "re-embedded" in caplog.text
+    again.store(["b"], v[1:2])  # what the build does with a miss
+    again.flush()
+    fixed = EmbeddingCache(tmp_path, SHA).lookup(texts)
+    assert all(x is not None for x in fixed)
+    assert np.allclose(fixed[1], v[1], atol=1e-3)
+
+
+def test_vectors_changed_behind_the_cache_are_ignored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A well-formed unit vector written over a row (it would steer retrieval) no longer
+    matches the digest the cache recorded: the whole file is ignored, all re-embedded."""
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(["a", "b"], vecs(2))
+    c.flush()
+    _overwrite_rows(tmp_path, {0: vecs(1, seed=9)[0].astype(np.float16)})
+    with caplog.at_level(logging.WARNING, logger="build_index.cache"):
+        again = EmbeddingCache(tmp_path, SHA)
+    assert again.lookup(["a", "b"]) == [None, None]
+    assert "unreadable" in caplog.text and "digest" in caplog.text
+
+
+def test_a_nan_row_never_stops_a_build(tmp_path: Path) -> None:
+    """The pipeline with a cache whose row went NaN: the build succeeds, the index
+    holds finite vectors (it stopped with a raw traceback before)."""
+    from build_index.embedder import get_model
+    from build_index.pipeline import BuildConfig, build
+    from build_index.types import PageInput
+
+    pages = [
+        PageInput(url=f"p{i}/", html=f'<h1 id="h">Page {i}</h1><p>Text number {i}.</p>', title="")
+        for i in range(3)
+    ]
+    cache = tmp_path / "cache"
+    build(pages, tmp_path / "one", BuildConfig(cache_dir=cache))
+    embeddings = cache / "embeddings"
+    (npy_path,) = embeddings.glob("*.npy")
+    rows = np.load(npy_path, allow_pickle=False).shape[0]
+    _overwrite_rows(
+        embeddings,
+        {r: np.full(get_model("all-MiniLM-L6-v2").dim, np.nan) for r in range(rows)},
+        keep_digest=True,
+    )
+    report = build(pages, tmp_path / "two", BuildConfig(cache_dir=cache))
+    assert report.cached == 0
+    vectors = np.load(tmp_path / "two" / "vectors.npy", allow_pickle=False)
+    assert np.isfinite(vectors.astype(np.float32)).all()
