@@ -53,6 +53,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "lambda"), str(REPO)]
 
+import anchored_query.citations as citations_module  # noqa: E402
 import baseline_citations  # noqa: E402
 import llm_server  # noqa: E402
 from anchored_query.app import create_app  # noqa: E402
@@ -75,7 +76,7 @@ WORK = Path("/tmp/anchored-bench/llm")
 # client gave up (llama-cpp-python does not stop a non-streamed completion when the
 # connection closes), so the benchmark never gives up on one.
 BENCH_ENV = {
-    "ANCHORED_LLM_CONTEXT_TOKENS": "3072",
+    "ANCHORED_LLM_CONTEXT_TOKENS": "2560",
     "ANCHORED_LLM_MAX_OUTPUT_TOKENS": "300",
     "ANCHORED_DEADLINE_S": "3600",
     "ANCHORED_LLM_TIMEOUT_S": "3500",
@@ -215,22 +216,24 @@ def sample(questions: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return picked[:n]
 
 
+def anchored_docs_index() -> Path:
+    """This project's own docs, built as tests/bench/bench_extractive.py builds them."""
+    import bench_extractive
+
+    return bench_extractive.build_corpus("anchored-docs", WORK)
+
+
 def question_sets(names: Sequence[str], per_set: int) -> list[QuestionSet]:
+    """The development sets of tests/bench/data/realdocs with the indexes
+    ``python tests/bench/realdocs.py`` builds, ``per_set`` questions each."""
     sets = []
     for name in names:
-        if name == "anchored":
-            import bench_extractive
-
-            index = bench_extractive.build_corpus("anchored-docs", WORK)
-            questions = load_jsonl(DATA / "anchored-docs-questions.jsonl")
-        else:
-            path = DATA / "realdocs" / f"{name}.jsonl"
-            index = REALDOCS / name / "index"
-            if not path.exists() or not (index / "manifest.json").exists():
-                log(f"skipping {name}: {path} or {index} missing (python tests/bench/realdocs.py)")
-                continue
-            questions = load_jsonl(path)
-        sets.append(QuestionSet(name, index, sample(questions, per_set)))
+        path = DATA / "realdocs" / f"{name}.jsonl"
+        index = REALDOCS / name / "index"
+        if not path.exists() or not (index / "manifest.json").exists():
+            log(f"skipping {name}: {path} or {index} missing (python tests/bench/realdocs.py)")
+            continue
+        sets.append(QuestionSet(name, index, sample(load_jsonl(path), per_set)))
     return sets
 
 
@@ -342,41 +345,48 @@ def record_fixtures(base_url: str) -> None:
     questions = {q["qid"]: q for q in load_jsonl(DATA / "anchored-docs-questions.jsonl")}
     questions.update(EXTRA_QUESTIONS)
     chosen = [questions[qid] for qid in FIXTURE_QIDS]
-    qset = QuestionSet("anchored", question_sets(["anchored"], 0)[0].index, chosen)
+    qset = QuestionSet("anchored", anchored_docs_index(), chosen)
     FIXTURES.mkdir(parents=True, exist_ok=True)
     prompt_rev = PROMPT_REV
     # Today's engine sizes passages by ANCHORED_CONTEXT_TOKENS alone (and always rewrites).
     extra = {"ANCHORED_CONTEXT_TOKENS": "2500", "ANCHORED_LLM_REWRITE": "0"}
     for asked in ask_all(qset, base_url, offline=False, extra=extra):
-        answer_calls = [c for c in asked.calls if c.completion is not None]
-        if not answer_calls:
-            log(f"{asked.qid}: no reply ({[c.error for c in asked.calls]})")
-            continue
-        call = answer_calls[-1]
-        entry = json.loads((REPLIES / f"{call.key}.json").read_text("utf-8"))
-        response = json.loads(entry["raw"])
-        choice = response["choices"][0]
-        fixture = {
-            "qid": asked.qid,
-            "question": asked.question,
-            "model": llm_server.MODEL_NAME,
-            "prompt_sha256": call.key,
-            "prompt_rev": prompt_rev,
-            "recorded": time.strftime("%Y-%m-%d"),
-            "messages": call.messages,
-            "max_tokens": entry["request"].get("max_tokens"),
-            "temperature": entry["request"].get("temperature"),
-            "passages": [asdict(p) for p in asked.passages],
-            "response": response,
-            "reply": choice["message"]["content"],
-            "usage": response.get("usage"),
-            "finish_reason": choice.get("finish_reason"),
-            "latency_s": entry["latency_s"],
-        }
-        out = FIXTURES / f"{asked.qid}.json"
-        out.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", "utf-8")
-        reply = choice["message"]["content"]
-        log(f"{asked.qid}: recorded ({entry['latency_s']:.0f}s) {reply[:80]!r}")
+        write_fixture(asked, prompt_rev)
+
+
+def write_fixture(asked: Asked, prompt_rev: str) -> None:
+    """tests/fixtures/llm-replies/<qid>.json from one real ask (no secrets: the local
+    server has no key, and the request holds only the prompt)."""
+    answer_calls = [c for c in asked.calls if c.completion is not None]
+    if not answer_calls:
+        log(f"{asked.qid}: no reply ({[c.error for c in asked.calls]})")
+        return
+    call = answer_calls[-1]
+    entry = json.loads((REPLIES / f"{call.key}.json").read_text("utf-8"))
+    response = json.loads(entry["raw"])
+    choice = response["choices"][0]
+    fixture = {
+        "qid": asked.qid,
+        "question": asked.question,
+        "model": llm_server.MODEL_NAME,
+        "prompt_sha256": call.key,
+        "prompt_rev": prompt_rev,
+        "recorded": time.strftime("%Y-%m-%d"),
+        "messages": call.messages,
+        "max_tokens": entry["request"].get("max_tokens"),
+        "temperature": entry["request"].get("temperature"),
+        "passages": [asdict(p) for p in asked.passages],
+        "response": response,
+        "reply": choice["message"]["content"],
+        "usage": response.get("usage"),
+        "finish_reason": choice.get("finish_reason"),
+        "latency_s": entry["latency_s"],
+    }
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    out = FIXTURES / f"{asked.qid}.json"
+    out.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    reply = choice["message"]["content"]
+    log(f"{asked.qid}: recorded ({entry['latency_s']:.0f}s) {reply[:80]!r}")
 
 
 # ---------------------------------------------------------------- scoring
@@ -395,8 +405,8 @@ Statements:
 {claims}
 
 Reply with one line per statement, "<number>: yes" or "<number>: no", and nothing else."""
-JUDGE_PASSAGE_CHARS = 1500
-JUDGE_MAX_PASSAGES = 6
+JUDGE_PASSAGE_CHARS = 800
+JUDGE_MAX_PASSAGES = 4
 _JUDGE_LINE = re.compile(r"(?m)^\s*\**\s*(\d+)\s*\**\s*[:.)\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
 _CHECKABLE = re.compile(r"`([^`]+)`|(\d[\d.,:]*\d|\d)|\b([A-Za-z_][\w]*[_.][\w.]*\w)\b")
 
@@ -485,6 +495,13 @@ class Scored:
     supported: list[bool | None] = field(default_factory=list)
 
 
+def written(sentences: Sequence[Any]) -> int:
+    """The model's sentences that say something about the docs: a refusal ("The
+    documentation does not cover this.") is not counted as a sentence to keep."""
+    refusal = getattr(citations_module, "_NO_COVERAGE", None)
+    return sum(1 for s in sentences if refusal is None or not refusal.search(s.text))
+
+
 def facts_stated(question: dict[str, Any], text: str) -> bool:
     norm = " ".join(text.casefold().split())
     return any(" ".join(f.casefold().split()) in norm for f in question.get("facts", []))
@@ -511,7 +528,7 @@ def score_new(asked: Asked) -> Scored:
         for n in item["citations"]
         if (passage := cited.get(n)) is not None
     ]
-    written = len(parse_answer(asked.reply)) if asked.reply else 0
+    n_written = written(parse_answer(asked.reply)) if asked.reply else 0
     tokens = _tokens(asked)
     return Scored(
         asked.qid,
@@ -519,7 +536,7 @@ def score_new(asked: Asked) -> Scored:
         asked.question.get("lang", "en"),
         bool(body.get("abstained")) or not llm,
         body.get("fallback", "") if not llm else "",
-        written,
+        n_written,
         len(items),
         pairs,
         " ".join(i["text"] for i in items),
@@ -548,7 +565,7 @@ def score_old(asked: Asked) -> Scored:
         asked.question.get("lang", "en"),
         verified.abstained or not llm,
         asked.body.get("fallback", "") if not llm else "",
-        len(sentences),
+        written(sentences),
         len(kept) if llm else 0,
         pairs if llm else [],
         text,
@@ -633,7 +650,7 @@ def replay_fixtures() -> list[Asked]:
     fixtures = [json.loads(f.read_text("utf-8")) for f in sorted(FIXTURES.glob("*.json"))]
     if not fixtures:
         return []
-    index = question_sets(["anchored"], 0)[0].index
+    index = anchored_docs_index()
     replay = ReplayClient()
     engine = Engine(bench_settings(index, "http://127.0.0.1:9/v1"), llm=replay)  # type: ignore[arg-type]
     loaded = engine.current()
@@ -656,6 +673,30 @@ def replay_fixtures() -> list[Asked]:
     return out
 
 
+LABELS = DATA / "llm-judge-labels.jsonl"
+
+
+def judge_agreement(judge: Judge) -> str:
+    """How often the judge (with the lexical check) agrees with the hand labels."""
+    if not LABELS.exists():
+        return "judge: no hand labels yet"
+    rows = load_jsonl(LABELS)
+    pairs = [Pair(r["sentence"], r["passage"]) for r in rows]
+    verdicts = judge.verdicts(pairs)
+    agree = tp = fp = fn = tn = 0
+    for r, pair in zip(rows, pairs, strict=True):
+        said = bool(verdicts.get(pair)) and lexical_ok(pair)
+        agree += said == r["supported"]
+        tp += said and r["supported"]
+        fp += said and not r["supported"]
+        fn += not said and r["supported"]
+        tn += not said and not r["supported"]
+    return (
+        f"judge vs {len(rows)} hand-labelled pairs: agreement {pct(agree, len(rows))} "
+        f"(yes/yes {tp}, yes/no {fp}, no/yes {fn}, no/no {tn}; judge first, label second)"
+    )
+
+
 def report(name: str, asked: list[Asked], judge: Judge | None) -> list[str]:
     new = [score_new(a) for a in asked]
     old = [score_old(a) for a in asked]
@@ -667,12 +708,15 @@ def report(name: str, asked: list[Asked], judge: Judge | None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=llm_server.DEFAULT_PORT)
-    parser.add_argument("--per-set", type=int, default=10)
+    parser.add_argument("--per-set", type=int, default=3)
     parser.add_argument("--sets", default="anchored,mkdocs,httpx,material")
     parser.add_argument("--offline", action="store_true", help="cached replies only")
     parser.add_argument("--no-judge", action="store_true")
     parser.add_argument("--record-fixtures", action="store_true")
     parser.add_argument("--dump", type=Path, help="write every answer and verdict as JSON")
+    parser.add_argument(
+        "--export-fixtures", action="store_true", help="also write the replies as test fixtures"
+    )
     args = parser.parse_args(argv)
     if args.record_fixtures:
         with llm_server.running(args.port) as base_url:
@@ -695,11 +739,16 @@ def main(argv: list[str] | None = None) -> int:
             for a in ask_all(qset, base_url, offline=args.offline):
                 log(f"{qset.name}/{a.qid}: {a.body.get('mode')} {a.latency_s:.0f}s")
                 asked.append(a)
+                if args.export_fixtures:
+                    write_fixture(a, "new")
             lines += report(qset.name, asked, judge)
             dump += [
                 {"set": qset.name, "qid": a.qid, "body": a.body, "reply": a.reply} for a in asked
             ]
             print("\n".join(lines), flush=True)
+        if judge is not None:
+            lines.append("")
+            lines.append(judge_agreement(judge))
     print("\n".join(lines))
     if args.dump:
         args.dump.write_text(json.dumps(dump, ensure_ascii=False, indent=1), "utf-8")
