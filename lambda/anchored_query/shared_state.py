@@ -19,6 +19,7 @@ spend cap refuses the LLM call).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -220,14 +221,27 @@ class DynamoDBCounters:
         )
 
     def client(self) -> Any:
-        """The boto3 clients, made on first use (a client costs ~0.1 s); the retrying one."""
+        """The boto3 clients, made on first use (a client costs ~0.1 s); the retrying one.
+
+        Raises StateUnavailable when botocore cannot make one (no region, no model of
+        the service in a trimmed package)."""
+        from botocore.exceptions import BotoCoreError
+
         if self._client is None or self._once is None:
             with self._lock:
-                if self._client is None:
-                    self._client = self._make(DYNAMODB_MAX_ATTEMPTS)
-                if self._once is None:
-                    self._once = self._make(1)
+                try:
+                    if self._client is None:
+                        self._client = self._make(DYNAMODB_MAX_ATTEMPTS)
+                    if self._once is None:
+                        self._once = self._make(1)
+                except BotoCoreError as exc:
+                    raise StateUnavailable(f"no DynamoDB client: {exc}") from exc
         return self._client
+
+    def warm(self) -> None:
+        """Make the clients now (in a background thread at cold start); errors wait for use."""
+        with contextlib.suppress(StateUnavailable):
+            self.client()
 
     def add(
         self,
@@ -262,14 +276,14 @@ class DynamoDBCounters:
         }
         if conditions:
             request["ConditionExpression"] = " AND ".join(conditions)
-        from botocore.exceptions import BotoCoreError, ClientError
-
         # ADD is not idempotent: an update DynamoDB applied but whose answer was lost
         # (a read timeout) is applied again when retried. Counting up twice errs on the
         # safe side (a stricter limit); counting down twice (a refund) would not, so an
         # update that subtracts is sent once, and if it fails the count stays high.
         retrying = self.client()
         client = self._once if any(a < 0 for a in amounts.values()) else retrying
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             response = client.update_item(**request)
         except ClientError as exc:
@@ -315,6 +329,6 @@ def shared_counters(spec: str, *, region: str | None = None) -> Counters:
             store = open_counters(spec, region=region)
             if isinstance(store, DynamoDBCounters):
                 # A botocore client takes ~0.1 s to make: at cold start, not in the first request.
-                threading.Thread(target=store.client, name="dynamodb-client", daemon=True).start()
+                threading.Thread(target=store.warm, name="dynamodb-client", daemon=True).start()
             _shared[key] = store
         return _shared[key]
