@@ -14,8 +14,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SHOTS, flat, key, launch, newPage, open, readHighlight, ask, until } from './helpers.js';
+import { BASE, SHOTS, flat, key, launch, newPage, open, readHighlight, ask, until } from './helpers.js';
 import { itemText } from '../../plugin/assets/markdown.js';
+import { encodeSpec, specFor } from '../../plugin/assets/text.js';
 
 /** What answers on the server: "extractive" or "llm". */
 const MODE = process.env.ANCHORED_E2E || '';
@@ -100,6 +101,24 @@ async function assertHighlighted(page, passage, what) {
   assert.ok(hl.inView, `${what}: highlight not in the viewport`);
 }
 
+/** The first element holding `term` (what a browser's text fragment finds), relative to the viewport. */
+async function firstBox(page, term, anchor) {
+  return page.evaluate(([t, anchor]) => {
+    const norm = (x) => x.replace(/\s+/g, ' ').trim().toLowerCase();
+    const want = norm(t);
+    let best = null;
+    for (const e of document.querySelectorAll('article *, .md-content *, [role="main"] *')) {
+      if (e.closest('nav, .md-sidebar, .md-header, .md-footer')) continue;
+      if (norm(e.textContent).includes(want)) best = e;
+      else if (best && !best.contains(e)) break;
+    }
+    if (!best) return null;
+    const r = best.getBoundingClientRect();
+    const h = anchor && document.getElementById(anchor);
+    return { top: r.top, bottom: r.bottom, height: innerHeight, inSection: !h || !!(h.compareDocumentPosition(best) & Node.DOCUMENT_POSITION_FOLLOWING) };
+  }, [term, anchor]);
+}
+
 /** Click chip `n` of the last turn; waits for the navigation when the citation is on another page. */
 async function clickChip(page, n, citation) {
   const chip = lastTurn(page).locator('.anchored-answer .anchored-chip', { hasText: new RegExp(`^${n}$`) }).first();
@@ -171,6 +190,36 @@ test(`${MODE || 'e2e'}: an answer with renumbered chips; preview; the chip lands
     await tab.context().close();
   }
   await page.context().close();
+});
+
+test(`${MODE || 'e2e'}: each citation's link highlights with the widget and, without it, scrolls to the passage by its text fragment`, { skip }, async (t) => {
+  const res = await fetch(BASE + '/v1/ask', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ question: PORT_Q }) });
+  const reply = await res.json();
+  assert.ok(reply.citations.length > 0);
+  const above = [];
+  for (const c of reply.citations) {
+    const [base, hash = ''] = c.link.split('#');
+    assert.equal(base, c.url.split('#')[0] + '?anchored-hl=' + encodeSpec(specFor(c.highlight)), 'the parameter is the one the widget builds');
+    assert.ok(hash.startsWith((c.url.split('#')[1] || '') + ':~:text='), c.link);
+    // with the widget: exactly the cited passage is marked
+    const page = await livePage();
+    await page.goto(BASE + SITE + c.link);
+    await assertHighlighted(page, c.highlight, `link of [${c.n}] with the widget`);
+    await page.context().close();
+    // without it (a chat bot or the CLI handed the link on): the browser's text fragment
+    const bare = await livePage();
+    await bare.route('**/assets/anchored/**', (r) => r.abort());
+    await bare.goto(BASE + SITE + c.link);
+    const start = decodeURIComponent(hash.split(':~:text=')[1].split(',')[0]);
+    const box = (await until(async () => {
+      const b = await firstBox(bare, start, c.url.split('#')[1] || '');
+      return b && b.top >= 0 && b.bottom <= b.height ? b : null;
+    }, 5000)) || (await firstBox(bare, start, c.url.split('#')[1] || ''));
+    assert.ok(box && box.top >= 0 && box.bottom <= box.height, `[${c.n}] "${start}" not scrolled into view: ${JSON.stringify(box)}`);
+    if (!box.inSection) above.push(`[${c.n}] "${start}"`);
+    await bare.context().close();
+  }
+  t.diagnostic(`text fragment start found above its section (lands early): ${above.join('; ') || 'none'}`);
 });
 
 test(`${MODE || 'e2e'}: a follow-up in the same dialog sends the conversation and is answered`, { skip }, async (t) => {
