@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
+from anchored_query.extractive import answer_extractively
 from anchored_query.prompt import estimate_tokens
 from anchored_query.quote import guess_language, section_units
 from anchored_query.retrieval import Retriever
 from anchored_query.spelling import edit_distance
-from anchored_query.types import Turn
+from anchored_query.types import Passage, Turn
 
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import read_index
@@ -206,6 +207,27 @@ def test_a_command_after_a_lead_in_is_a_bash_block(retriever: Retriever) -> None
     payload = ask(retriever, "How do I publish the site to GitHub Pages?")
     assert not payload["abstained"]
     assert "```bash\nmkdocs gh-deploy --force\n```" in [i["text"] for i in payload["answer"]]
+
+
+def test_bare_passages_without_an_index_are_quoted_with_their_table_header() -> None:
+    text = "option | default\nstrict | false\nenabled | true"
+    passage = Passage(
+        n=1,
+        chunk_ids=["configuration/#options~0"],
+        section_id="configuration/#options",
+        page="configuration/",
+        anchor="options",
+        title="Configuration",
+        heading_path=["Configuration", "Options"],
+        text=text,
+        highlight=text,
+        score=1.0,
+    )
+    result = answer_extractively("What is the default of strict?", [passage], min_confidence=0.0)
+    assert not result.abstained
+    items = [item for quote in result.quotes for item in quote.items]
+    assert "option: strict; default: false" in items
+    assert result.quotes[0].passage.highlight == "strict | false enabled | true"
 
 
 def test_units_split_prose_from_code_merged_into_one_chunk() -> None:
