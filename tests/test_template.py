@@ -358,3 +358,10 @@ def test_answer_ids_are_signed_with_a_generated_shared_key(
     assert variables["ANCHORED_ANSWER_ID_SECRET"] == {
         "Fn::Sub": "{{resolve:secretsmanager:${AnswerIdSecret}:SecretString}}"
     }
+
+
+def test_every_setting_is_documented() -> None:
+    """What Settings.from_env reads, site/reference/settings.md names."""
+    doc = (REPO / "site" / "reference" / "settings.md").read_text(encoding="utf-8")
+    missing = sorted(key for key in settings_keys() if f"`{key}`" not in doc)
+    assert missing == []
