@@ -13,11 +13,10 @@ Models cite unevenly, so a sentence without its own marker is attributed: to
 the markers of its paragraph (markers after the paragraph's last sentence
 cover the paragraph), then a neighbour's, then a "Sources:" footer's, then the
 best-supporting passage of the context (stricter threshold), each checked
-exactly like a cited sentence; it is dropped only when none supports it. A
-reply that cites no context passage at all gets no attribution, and neither
-does an uncited sentence about the assistant's instructions or one that only
-repeats a string the passage quotes: page text is data, and a model that obeys
-an instruction planted in a page copies it without citing.
+exactly like a cited sentence; it is dropped only when none supports it. An
+uncited sentence about the assistant's instructions is never attributed, and no
+sentence is supported by a string the passage only quotes: page text is data,
+and a model that obeys an instruction planted in a page copies it.
 Sentences that fail are removed (counted in ``removed``, with a reason per
 sentence in ``reasons`` for the logs). Removed without a check: lines that only
 restate passage titles and headings (the prompt's structure) and sentences
@@ -116,6 +115,7 @@ _META_COVERAGE = re.compile(
 _ADDRESSES_ASSISTANT = re.compile(
     r"\b(?:previous|prior|above|earlier|all|your|my|these|new)\s+instructions\b"
     r"|\bsystem\s+prompt\b|\bdeveloper\s+mode\b|\bas\s+instructed\b|^\W*system\s*:"
+    r"|\byou\s+are\s+now\b|\bdisregard\s+(?:the|your|all|any)\b"
     r"|\bI\s+(?:will|shall|am\s+going\s+to|must)\s+(?:now\s+)?(?:follow|ignore|obey|reveal)\b"
     r"|\bcite\s*[(\[]?\s*\d",
     re.IGNORECASE,
@@ -280,23 +280,14 @@ def verify(
                 decided[i] = item.own
             else:
                 reasons[i] = failure
-    # A reply that cites no context passage at all did not answer from the passages:
-    # nothing in it is attributed (a model obeying an injected instruction drops the
-    # citations; its sentences copy the page).
-    cites_any = any(item.own for item in items) or any(
-        n in checker.usable for item in items for n in item.footer
-    )
     for item in items:
         i = item.index
         if i in decided or i in reasons:
             continue
-        if not cites_any:
-            reasons[i] = "no citation (the reply cites no passage in context)"
-            continue
         if _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
-        found, failure = _attribute(item, items, checker)
+        found, failure = _attribute(item, items, checker, decided)
         if found:
             decided[i] = found
             attributed.add(i)
@@ -365,15 +356,24 @@ class _Item:
         )
 
 
-def _attribute(item: _Item, items: list[_Item], checker: _Checker) -> tuple[list[int], str]:
-    """Citations for a sentence without its own: the first candidate that supports it."""
+def _attribute(
+    item: _Item, items: list[_Item], checker: _Checker, decided: Mapping[int, list[int]]
+) -> tuple[list[int], str]:
+    """Citations for a sentence without its own: the first candidate that supports it.
+
+    Candidates in order: the markers of its paragraph (later sentences first, then
+    earlier), its neighbours' citations (their own or already attributed), the
+    footer's passages one by one, then the best passage of the context (strict).
+    """
     same = [o for o in items if o.paragraph == item.paragraph and o.own and o is not item]
     after = [o for o in same if o.index > item.index]
     before = [o for o in reversed(same) if o.index < item.index]
     groups: list[list[int]] = [o.own for o in (*after, *before)]
     for j in (item.index - 1, item.index + 1):
-        if 0 <= j < len(items) and items[j].own:
-            groups.append(items[j].own)
+        if 0 <= j < len(items):
+            cited = items[j].own or decided.get(j, [])
+            if cited:
+                groups.append(list(cited))
     groups.extend([n] for n in item.footer if n in checker.usable)
     tried: set[tuple[int, ...]] = set()
     first_failure = ""

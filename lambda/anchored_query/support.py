@@ -39,6 +39,7 @@ part): read the figures as a calibration, not a test score.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import re
@@ -352,9 +353,9 @@ def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support 
     uncalibrated ``model``.
 
     The callable embeds the sentence once (cached, as a query) and compares it
-    with the passage's chunk vectors from ``index`` (an
-    :class:`build_index.index_format.Index`; rows looked up by chunk id), or with
-    the embedded passage highlight when the index has none. The best cosine is
+    with the vectors of the passage's section chunks in ``index`` (an
+    :class:`build_index.index_format.Index`), or with the embedded passage text
+    when the index has none. The best cosine is
     put on a common 0..1 scale by :data:`SEMANTIC_SCALE`. Returns NaN ("no
     opinion") for a CJK sentence when the model is not multilingual.
     """
@@ -362,9 +363,14 @@ def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support 
     if scale is None:
         return None
     low, high, multilingual = scale
-    rows = _row_map(index) if index is not None else {}
     sentence_vectors: dict[str, npt.NDArray[np.float32]] = {}
     passage_vectors: dict[str, npt.NDArray[np.float32]] = {}
+
+    def vectors(passage: Passage) -> npt.NDArray[np.float32]:
+        rows = _section_rows(index, passage) if index is not None else []
+        if rows:
+            return np.stack([index.vectors[r].astype(np.float32) * index.scales[r] for r in rows])
+        return embedder.embed_passages([passage.text or passage.highlight])
 
     def support(sentence: str, passage: Passage) -> float:
         if not multilingual and _mostly_cjk(sentence):
@@ -375,35 +381,33 @@ def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support 
         key = passage.section_id + "\0" + "\0".join(passage.chunk_ids)
         pvecs = passage_vectors.get(key)
         if pvecs is None:
-            found = [rows[c] for c in passage.chunk_ids if c in rows]
-            if found:
-                pvecs = np.stack(
-                    [index.vectors[r].astype(np.float32) * index.scales[r] for r in found]
-                )
-            else:
-                pvecs = embedder.embed_passages([passage.highlight or passage.text])
-            passage_vectors[key] = pvecs
+            pvecs = passage_vectors[key] = vectors(passage)
         return rescale(float(np.max(pvecs @ vec)), low, high)
 
     return support
 
 
+def _section_rows(index: Any, passage: Passage) -> list[int]:
+    """Index rows of the passage's chunks and of every chunk of its section (``<id>~k``):
+    the passage the model read is the section, the matched chunks are only part of it."""
+    rows: list[int] = []
+    for chunk_id in passage.chunk_ids:
+        with contextlib.suppress(KeyError):
+            rows.append(index.chunks.row_of(chunk_id))
+    for k in range(_MAX_SECTION_CHUNKS):
+        try:
+            rows.append(index.chunks.row_of(f"{passage.section_id}~{k}"))
+        except KeyError:
+            break
+    return list(dict.fromkeys(rows))
+
+
+_MAX_SECTION_CHUNKS = 64
+
+
 def rescale(cosine: float, low: float, high: float) -> float:
     """``cosine`` mapped linearly from ``[low, high]`` onto ``[0, 1]`` (clipped)."""
     return min(1.0, max(0.0, (cosine - low) / max(1e-9, high - low)))
-
-
-_ROW_MAPS: dict[str, dict[str, int]] = {}
-
-
-def _row_map(index: Any) -> dict[str, int]:
-    key = str(getattr(index, "build_id", id(index)))
-    rows = _ROW_MAPS.get(key)
-    if rows is None:
-        if len(_ROW_MAPS) >= 2:
-            _ROW_MAPS.clear()
-        rows = _ROW_MAPS[key] = {cid: i for i, cid in enumerate(index.chunks.ids)}
-    return rows
 
 
 def _mostly_cjk(text: str) -> bool:
