@@ -76,7 +76,7 @@ WORK = Path("/tmp/anchored-bench/llm")
 # client gave up (llama-cpp-python does not stop a non-streamed completion when the
 # connection closes), so the benchmark never gives up on one.
 BENCH_ENV = {
-    "ANCHORED_LLM_CONTEXT_TOKENS": "2560",
+    "ANCHORED_LLM_CONTEXT_TOKENS": "2048",
     "ANCHORED_LLM_MAX_OUTPUT_TOKENS": "300",
     "ANCHORED_DEADLINE_S": "3600",
     "ANCHORED_LLM_TIMEOUT_S": "3500",
@@ -198,22 +198,30 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def sample(questions: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """``n`` questions, spread over the set: dev split first, answerable and not,
-    Chinese ones included when the set has them (deterministic)."""
+def sample(questions: list[dict[str, Any]], n: int, *, second: str = "zh") -> list[dict[str, Any]]:
+    """``n`` questions of the dev split, spread over the set (deterministic): answerable
+    English ones, plus, from n=2, one ``second`` kind ("zh": Chinese, "unanswerable"), and
+    from n=3 one of the other kind; a fifth of each from n=5."""
     dev = [q for q in questions if q.get("split", "dev") == "dev"] or questions
-    groups = [
-        [q for q in dev if q.get("answerable", True) and q.get("lang", "en") == "en"],
-        [q for q in dev if not q.get("answerable", True)],
-        [q for q in dev if q.get("answerable", True) and q.get("lang", "en") != "en"],
-    ]
-    want = [n - n // 5 - (n // 5 if groups[2] else 0), n // 5, n // 5 if groups[2] else 0]
+    english = [q for q in dev if q.get("answerable", True) and q.get("lang", "en") == "en"]
+    chinese = [q for q in dev if q.get("answerable", True) and q.get("lang", "en") != "en"]
+    unanswerable = [q for q in dev if not q.get("answerable", True)]
+    extra = max(1, n // 5) if n >= 2 else 0
+    kinds = {"zh": chinese, "unanswerable": unanswerable}
+    first = kinds[second]
+    other = unanswerable if second == "zh" else chinese
+    want = [(first, extra), (other, extra if n >= 3 else 0)]
     picked: list[dict[str, Any]] = []
-    for group, k in zip(groups, want, strict=True):
-        if group and k:
-            step = max(1, len(group) // k)
-            picked += group[::step][:k]
-    return picked[:n]
+    for group, k in want:
+        picked += _spread(group, k)
+    return _spread(english, n - len(picked)) + picked
+
+
+def _spread(group: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    if not group or k <= 0:
+        return []
+    step = max(1, len(group) // k)
+    return group[::step][:k]
 
 
 def anchored_docs_index() -> Path:
@@ -233,7 +241,8 @@ def question_sets(names: Sequence[str], per_set: int) -> list[QuestionSet]:
         if not path.exists() or not (index / "manifest.json").exists():
             log(f"skipping {name}: {path} or {index} missing (python tests/bench/realdocs.py)")
             continue
-        sets.append(QuestionSet(name, index, sample(load_jsonl(path), per_set)))
+        second = "zh" if len(sets) % 2 == 0 else "unanswerable"
+        sets.append(QuestionSet(name, index, sample(load_jsonl(path), per_set, second=second)))
     return sets
 
 
@@ -405,7 +414,7 @@ Statements:
 {claims}
 
 Reply with one line per statement, "<number>: yes" or "<number>: no", and nothing else."""
-JUDGE_PASSAGE_CHARS = 800
+JUDGE_PASSAGE_CHARS = 600
 JUDGE_MAX_PASSAGES = 4
 _JUDGE_LINE = re.compile(r"(?m)^\s*\**\s*(\d+)\s*\**\s*[:.)\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
 _CHECKABLE = re.compile(r"`([^`]+)`|(\d[\d.,:]*\d|\d)|\b([A-Za-z_][\w]*[_.][\w.]*\w)\b")
@@ -708,7 +717,7 @@ def report(name: str, asked: list[Asked], judge: Judge | None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=llm_server.DEFAULT_PORT)
-    parser.add_argument("--per-set", type=int, default=3)
+    parser.add_argument("--per-set", type=int, default=2)
     parser.add_argument("--sets", default="anchored,mkdocs,httpx,material")
     parser.add_argument("--offline", action="store_true", help="cached replies only")
     parser.add_argument("--no-judge", action="store_true")

@@ -1,0 +1,91 @@
+"""Replies recorded from a real model (tests/fixtures/llm-replies), replayed over real
+HTTP by the fake OpenAI server, through the engine's answer step.
+
+Each fixture holds the passages the model was shown and its raw response body
+(``tests/bench/bench_llm_answers.py --record-fixtures`` / ``--export-fixtures``,
+Qwen2.5-Coder-1.5B-Instruct on this project's and other real docs). Whatever the
+verifier keeps must hold the guarantees: every shown sentence cites a passage the
+model was shown, no reasoning or markup is shown, and its numbers and code occur in
+a passage it cites.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anchored_query.engine import Engine
+from anchored_query.llm.calls import Deadline
+from anchored_query.settings import Settings
+from anchored_query.types import Passage
+from anchored_query.validation import AskRequest
+from fakes import FakeOpenAIServer, Malformed
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures" / "llm-replies").glob("*.json"))
+_LEAK = re.compile(r"<\s*/?\s*think|<\|[a-z_]+\|>|^\s*(sources?|references?)\s*:", re.I | re.M)
+_CHECKABLE = re.compile(r"`([^`]+)`|\b(\d[\d.,:]*\d|\d)\b")
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def engine(qa_index: Path, tmp_path_factory: pytest.TempPathFactory, srv: FakeOpenAIServer) -> Any:
+    # Any index gives the answer step its embedder; the passages come from the fixture.
+    settings = Settings(
+        index=str(qa_index),
+        cache_dir=str(tmp_path_factory.mktemp("cache")),
+        refresh_s=0,
+        llm_provider="openai",
+        llm_model="qwen2.5-coder-1.5b-instruct-q4_k_m",
+        llm_base_url=srv.url,
+        llm_retries=0,
+    )
+    engine = Engine(settings)
+    yield engine
+    engine.close()
+
+
+def replay(engine: Engine, srv: FakeOpenAIServer, fixture: dict[str, Any]) -> dict[str, Any]:
+    srv.script(Malformed(json.dumps(fixture["response"])))  # the raw body, as recorded
+    passages = [Passage(**p) for p in fixture["passages"]]
+    request = AskRequest(fixture["question"]["question"])
+    result: dict[str, Any] = engine._answer_llm(request, passages, engine.current(), Deadline(30))
+    result["_passages"] = {p.chunk_ids[0]: p for p in passages}
+    return result
+
+
+def test_there_are_recorded_replies() -> None:
+    assert FIXTURES, "record some: python tests/bench/bench_llm_answers.py --record-fixtures"
+    for path in FIXTURES:
+        fixture = json.loads(path.read_text("utf-8"))
+        assert fixture["usage"]["prompt_tokens"] > 0 and fixture["reply"].strip()
+        assert "authorization" not in json.dumps(fixture).lower()
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_a_recorded_reply_keeps_the_guarantees(
+    engine: Engine, srv: FakeOpenAIServer, path: Path
+) -> None:
+    fixture = json.loads(path.read_text("utf-8"))
+    result = replay(engine, srv, fixture)
+    assert result["mode"] == "llm"
+    citations = result["citations"]
+    for item in result["answer"]:
+        assert item["citations"], item
+        assert all(1 <= n <= len(citations) for n in item["citations"])
+        assert not _LEAK.search(item["text"]), item["text"]
+        cited = [result["_passages"][citations[n - 1]["chunk_id"]].text for n in item["citations"]]
+        haystack = " ".join(" ".join(cited).split()).casefold()
+        for match in _CHECKABLE.finditer(item["text"]):
+            token = " ".join((match.group(1) or match.group(2)).split()).casefold()
+            assert token in haystack, (token, item["text"])
+    if result["abstained"]:
+        assert result["answer"] == []
