@@ -133,3 +133,17 @@ def dynamo_table(aws_env: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[D
         yield DynamoTable(server=aws_env, name=name, client=client)
     finally:
         client.delete_table(TableName=name)
+
+
+def count_in_sqlite(path: str, tries: int, limit: int = 50) -> int:
+    """Try ``tries`` increments of one SQLite counter limited to ``limit``; how many passed.
+
+    Here (a light module) so that a spawned test process need not import the app.
+    """
+    from anchored_query.shared_state import SQLiteCounters
+
+    store = SQLiteCounters(path)
+    return sum(
+        store.add("k", {"n": 1}, limits={"n": limit}, expires_at=4e9) is not None
+        for _ in range(tries)
+    )

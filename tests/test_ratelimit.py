@@ -28,7 +28,7 @@ from anchored_query.shared_state import (
     SQLiteCounters,
     StateUnavailable,
 )
-from dynamoserver import DynamoTable, aws_env, dynamo_table
+from dynamoserver import DynamoTable, aws_env, count_in_sqlite, dynamo_table
 from s3server import moto_s3
 
 __all__ = ["aws_env", "dynamo_table", "moto_s3"]  # fixtures used by name
@@ -92,6 +92,22 @@ def test_sqlite_counters_are_shared_by_two_handles_and_expire(tmp_path: Path) ->
     assert two.add("k", {"n": 2}, limits={"n": 3}, expires_at=clock.now + 60) is None
     clock.now += 61
     assert two.add("k", {"n": 2}, limits={"n": 3}, expires_at=clock.now + 60) == {"n": 2}
+
+
+def _count_in_process(path: str, tries: int) -> int:
+    store = SQLiteCounters(path)
+    return sum(
+        store.add("k", {"n": 1}, limits={"n": 50}, expires_at=4e9) is not None for _ in range(tries)
+    )
+
+
+def test_sqlite_counters_hold_across_processes(tmp_path: Path) -> None:
+    """Three processes on one file (anchored serve with workers, or restarted): 50 in all."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        allowed = pool.starmap(count_in_sqlite, [(str(tmp_path / "s.sqlite"), 40)] * 3)
+    assert sum(allowed) == 50
 
 
 def test_unreachable_dynamodb_raises_state_unavailable() -> None:
