@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from anchored_query import crosslingual
 from anchored_query.spelling import corrected
 from anchored_query.types import Passage
 from build_index.embedder import Embedder
@@ -57,6 +58,10 @@ class Ranking(list[Hit]):
 
     best_similarity: float = 0.0
     query_vector: np.ndarray | None = None
+    # The English gloss searched for a Chinese question on docs in another language
+    # (crosslingual.py), "" otherwise; best_similarity / query_vector are then the
+    # better of the question's and the gloss's.
+    gloss: str = ""
 
 
 def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
@@ -115,6 +120,7 @@ class Retriever:
         scope: Scope = Scope(),
         depth: int | None = None,
         retrievers: Sequence[str] = ("dense", "bm25"),
+        gloss: bool = True,
     ) -> Ranking:
         """Rank chunks for several phrasings of one question; best first.
 
@@ -124,6 +130,11 @@ class Retriever:
         matches are, which reciprocal ranks throw away. Phrasings are then
         fused by reciprocal rank, so a rewrite adds candidates without
         drowning the question as asked.
+
+        A Chinese question on docs in another language (``gloss``) is also
+        searched as its dictionary gloss, and its CJK phrasings by dense
+        retrieval only (their bigrams match nothing in such an index) — or not
+        at all when the embedder does not place the question near its gloss.
         """
         n = len(self.index.chunks)
         ranking = Ranking()
@@ -133,17 +144,32 @@ class Retriever:
         mask = self.mask(scope)
         rankings: list[np.ndarray] = []
         last: np.ndarray | None = None
-        for text in dict.fromkeys(v.strip() for v in variants if v.strip()):
+        texts = list(dict.fromkeys(v.strip() for v in variants if v.strip()))
+        cross = gloss and bool(texts) and crosslingual.needs_gloss(texts[0], self.index.bm25)
+        vectors: dict[str, np.ndarray] = {}
+        if cross:
+            ranking.gloss = crosslingual.gloss(texts[0], vocabulary=self.index.bm25.vocab)
+            if ranking.gloss:
+                texts.append(ranking.gloss)
+                if "dense" in retrievers:
+                    vectors = {t: self.embedder.embed_query(t) for t in (texts[0], ranking.gloss)}
+                    if not crosslingual.same_meaning(*vectors.values()):
+                        # An embedder that does not place the question near its own
+                        # translation (an English-only model) ranks noise for it.
+                        texts = [t for t in texts if not crosslingual.has_cjk(t)]
+        for text in texts:
             fused = np.zeros(n, dtype=np.float32)
             if "dense" in retrievers:
-                vector = self.embedder.embed_query(text)
+                vector = vectors.get(text)
+                vector = self.embedder.embed_query(text) if vector is None else vector
                 dense = self.index.dense_scores(vector)
-                if not rankings:
+                if not rankings or (ranking.gloss and text == ranking.gloss):
                     in_scope = dense if mask is None else dense[mask]
-                    ranking.best_similarity = float(in_scope.max()) if len(in_scope) else 0.0
-                    ranking.query_vector = vector
+                    best = float(in_scope.max()) if len(in_scope) else 0.0
+                    if not rankings or best > ranking.best_similarity:
+                        ranking.best_similarity, ranking.query_vector = best, vector
                 fused += _max_normalised(dense)
-            if "bm25" in retrievers:
+            if "bm25" in retrievers and not (cross and crosslingual.has_cjk(text)):
                 terms = corrected(self.index.bm25, tokenize(text))  # typos: the index's spelling
                 fused += _max_normalised(self.index.bm25.score(terms))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))

@@ -80,12 +80,15 @@ def questions(site: str, split: str) -> list[dict[str, Any]]:
     ]
 
 
-def ranked_sections(engine: Any, question: str, retrievers: tuple[str, ...]) -> list[str]:
+def ranked_sections(
+    engine: Any, question: str, retrievers: tuple[str, ...], gloss: bool = True
+) -> list[str]:
     """Distinct section refs (as the API cites them) in the engine's rank order."""
     loaded = engine.current()
     chunks = loaded.index.chunks
     refs: list[str] = []
-    for hit in loaded.retriever.rank([question], depth=DEPTH * 8, retrievers=retrievers):
+    ranking = loaded.retriever.rank([question], depth=DEPTH * 8, retrievers=retrievers, gloss=gloss)
+    for hit in ranking:
         chunk = chunks[hit.row]
         ref = f"{chunk['page']}#{chunk['anchor']}" if chunk["anchor"] else chunk["page"]
         if ref not in refs:
@@ -95,12 +98,14 @@ def ranked_sections(engine: Any, question: str, retrievers: tuple[str, ...]) -> 
     return refs
 
 
-def score(engine: Any, rows: list[dict[str, Any]], retrievers: tuple[str, ...]) -> dict[str, Any]:
+def score(
+    engine: Any, rows: list[dict[str, Any]], retrievers: tuple[str, ...], gloss: bool = True
+) -> dict[str, Any]:
     hits = 0
     rr = 0.0
     for row in rows:
         gold = {g.lstrip("/") for g in row["gold_refs"]}
-        ranked = ranked_sections(engine, row["question"], retrievers)
+        ranked = ranked_sections(engine, row["question"], retrievers, gloss)
         first = next((i for i, ref in enumerate(ranked) if ref in gold), None)
         if first is not None:
             hits += 1
@@ -119,8 +124,10 @@ def retrieval(index: Path, site: str, split: str) -> dict[str, Any]:
     zh = [r for r in rows if r["lang"] == "zh"]
     return {
         "en": score(engine, en, ("dense", "bm25")),
+        "en_nogloss": score(engine, en, ("dense", "bm25"), gloss=False),
         "zh": score(engine, zh, ("dense", "bm25")),
-        "zh_dense": score(engine, zh, ("dense",)),
+        "zh_nogloss": score(engine, zh, ("dense", "bm25"), gloss=False),
+        "zh_dense": score(engine, zh, ("dense",), gloss=False),
         "en_dense": score(engine, en, ("dense",)),
     }
 
@@ -141,6 +148,29 @@ def cold_start(index: Path, query: str, runs: int) -> dict[str, float]:
         samples.append(child)
     keys = ("wall_s", "import_s", "load_s", "query_s", "rss_mb", "peak_mb")
     return {k: statistics.median(float(s[k]) for s in samples) for k in keys}
+
+
+_DICT_CHILD = r"""
+import json, time
+from anchored_query import crosslingual
+def rss():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) / 1024 for l in fh if l.startswith("VmRSS"))
+before = rss()
+t0 = time.perf_counter()
+d = crosslingual.dictionary()
+seconds = time.perf_counter() - t0
+print(json.dumps({"load_s": seconds, "rss_mb": rss() - before, "entries": d.stats.entries}))
+"""
+
+
+def dictionary_cost() -> dict[str, float]:
+    """Load time and RSS growth of the cross-lingual dictionary, in a new process."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _DICT_CHILD], capture_output=True, text=True, check=True
+    )
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
 
 
 def embed_time(index: Path, model: str) -> tuple[float, int]:
@@ -178,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="use the existing builds even if the indexer's code changed since",
     )
+    parser.add_argument(
+        "--retrieval-only", action="store_true", help="skip build, memory and cold start"
+    )
     args = parser.parse_args(argv)
 
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -197,25 +230,34 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"### Retrieval (answerable questions, split: {args.split}; hybrid = the engine's)\n")
     print(
-        "| site | model | EN n | EN hit@10 | EN MRR@10 | ZH n | ZH hit@10 | ZH MRR@10 "
-        "| ZH hit@10 dense only | EN hit@10 dense only |"
+        "ZH before = without the dictionary gloss (crosslingual.py); EN with / without "
+        "it must be equal (an English question is never glossed).\n"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| site | model | EN n | EN hit@10 | EN MRR@10 | EN hit@10 no gloss | ZH n "
+        "| ZH hit@10 before | ZH MRR@10 before | ZH hit@10 | ZH MRR@10 "
+        "| ZH hit@10 dense only, no gloss |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for site in args.sites:
         for model in MODELS:
             r = rows[model, site]
             print(
                 f"| {site} | {model} | {r['en']['n']} | {pct(r['en']['hit10'])} "
-                f"| {r['en']['mrr10']:.2f} | {r['zh']['n']} | {pct(r['zh']['hit10'])} "
-                f"| {r['zh']['mrr10']:.2f} | {pct(r['zh_dense']['hit10'])} "
-                f"| {pct(r['en_dense']['hit10'])} |"
+                f"| {r['en']['mrr10']:.2f} | {pct(r['en_nogloss']['hit10'])} | {r['zh']['n']} "
+                f"| {pct(r['zh_nogloss']['hit10'])} | {r['zh_nogloss']['mrr10']:.2f} "
+                f"| {pct(r['zh']['hit10'])} | {r['zh']['mrr10']:.2f} "
+                f"| {pct(r['zh_dense']['hit10'])} |"
             )
     print()
-    print("| model | EN hit@10 (all sites) | EN MRR@10 | ZH hit@10 | ZH MRR@10 | ZH hit@10 dense |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| model | EN hit@10 (all sites) | EN MRR@10 | ZH hit@10 before | ZH MRR@10 before "
+        "| ZH hit@10 | ZH MRR@10 | ZH hit@10 dense, no gloss |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for model in MODELS:
         agg: dict[str, float] = {}
-        for part in ("en", "zh", "zh_dense"):
+        for part in ("en", "zh", "zh_nogloss", "zh_dense"):
             n = sum(rows[model, s][part]["n"] for s in args.sites)
             for metric in ("hit10", "mrr10"):
                 total = sum(
@@ -223,9 +265,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 agg[f"{part}_{metric}"] = total / n if n else 0.0
         print(
-            f"| {model} | {pct(agg['en_hit10'])} | {agg['en_mrr10']:.2f} | {pct(agg['zh_hit10'])} "
-            f"| {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} |"
+            f"| {model} | {pct(agg['en_hit10'])} | {agg['en_mrr10']:.2f} "
+            f"| {pct(agg['zh_nogloss_hit10'])} | {agg['zh_nogloss_mrr10']:.2f} "
+            f"| {pct(agg['zh_hit10'])} | {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} |"
         )
+    dictionary = dictionary_cost()
+    print(
+        f"\nDictionary (CC-CEDICT, loaded at the first Chinese question on a non-CJK index, "
+        f"in a new process): {dictionary['load_s']:.2f} s, +{dictionary['rss_mb']:.0f} MB RSS, "
+        f"{dictionary['entries']} headwords.\n"
+    )
+    if args.retrieval_only:
+        return 0
 
     print("\n### Build, memory, cold start\n")
     print(

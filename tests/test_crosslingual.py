@@ -1,0 +1,125 @@
+"""Chinese questions on English docs: CC-CEDICT gloss as a search variant (crosslingual.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from anchored_query import crosslingual
+from anchored_query.retrieval import Retriever
+
+from build_index.embedder import Embedder, ModelSpec
+from build_index.index_format import Index, read_index
+from build_index.pipeline import BuildConfig, build
+from build_index.types import PageInput
+
+pytestmark = pytest.mark.skipif(
+    crosslingual.data_path() is None, reason='pip install "mkdocs-anchored[lambda]"'
+)
+
+
+def _page(url: str, title: str, anchor: str, heading: str, body: str) -> PageInput:
+    return PageInput(
+        url=url,
+        title=title,
+        html=f'<h1 id="{url.strip("/")}">{title}</h1><h2 id="{anchor}">{heading}</h2><p>{body}</p>',
+    )
+
+
+PAGES = [
+    _page(
+        "advanced/",
+        "Advanced usage",
+        "timeouts",
+        "Timeouts",
+        "Requests time out after five seconds of network inactivity by default. "
+        "Pass timeout=None to disable the timeout, or timeout=10.0 for a longer one.",
+    ),
+    _page(
+        "proxies/",
+        "Proxies",
+        "http-proxies",
+        "HTTP proxies",
+        "Route every request of a client through a proxy server with the proxy argument.",
+    ),
+    _page(
+        "install/",
+        "Installation",
+        "extras",
+        "Optional dependencies",
+        "Install the optional dependencies with pip to enable HTTP/2 support.",
+    ),
+    _page(
+        "languages/",
+        "Languages",
+        "chinese",
+        "Chinese",
+        "The search supports many languages. 中文 文档 用户 可以 搜索 中文 内容。",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    folder = tmp_path_factory.mktemp("crosslingual") / "index"
+    build(PAGES, folder, BuildConfig())
+    return read_index(folder)
+
+
+@pytest.fixture(scope="module")
+def retriever(index: Index) -> Retriever:
+    return Retriever(index, Embedder(ModelSpec.from_dir(index.model_dir)))
+
+
+def _top(retriever: Retriever, question: str, *, gloss: bool = True) -> str:
+    row = retriever.rank([question], gloss=gloss)[0].row
+    chunk = retriever.index.chunks[row]
+    return f"{chunk['page']}#{chunk['anchor']}"
+
+
+def test_a_chinese_question_about_timeouts_ranks_the_timeout_section_first(
+    retriever: Retriever,
+) -> None:
+    question = "默认的超时时间是多少？怎么关闭超时？"
+    ranking = retriever.rank([question])
+    assert "timeout" in ranking.gloss.split()
+    assert _top(retriever, question) == "advanced/#timeouts"
+    # Without the gloss the shipped English model cannot relate the two (and BM25 on
+    # the question's bigrams finds the one page with Chinese in it).
+    assert _top(retriever, question, gloss=False) != "advanced/#timeouts"
+
+
+def test_ascii_words_of_the_question_are_kept_and_proxy_questions_find_proxies(
+    retriever: Retriever,
+) -> None:
+    ranking = retriever.rank(["怎么让客户端的所有请求都走代理服务器？"])
+    assert {"client", "request", "proxy", "server"} <= set(ranking.gloss.split())
+    assert _top(retriever, "怎么让客户端的所有请求都走代理服务器？") == "proxies/#http-proxies"
+    gloss = retriever.rank(["怎么开启 HTTP/2？需要额外安装什么依赖吗？"]).gloss
+    assert "HTTP/2" in gloss.split() and "install" in gloss.split()
+
+
+def test_english_questions_and_cjk_indexes_are_left_alone(
+    retriever: Retriever, tmp_path: Path
+) -> None:
+    assert retriever.rank(["How do I disable the timeout?"]).gloss == ""
+    pages = [
+        _page("zh/", "安装", "pip", "使用 pip", "使用 pip 安装插件，然后在配置文件中启用它。"),
+        _page("zh/deploy/", "部署", "s3", "发布", "把索引发布到存储桶，然后部署查询函数。"),
+    ]
+    build(pages, tmp_path / "zh", BuildConfig())
+    zh = read_index(tmp_path / "zh")
+    assert crosslingual.index_is_cjk(zh.bm25)
+    assert not crosslingual.index_is_cjk(retriever.index.bm25)
+    zh_retriever = Retriever(zh, retriever.embedder)
+    assert zh_retriever.rank(["怎么安装插件？"]).gloss == ""
+
+
+def test_segmentation_takes_the_fewest_words_and_longer_words_first() -> None:
+    d = crosslingual.dictionary()
+    assert d is not None
+    assert d.segment("客户端的所有请求") == ["客户端", "的", "所有", "请求"]
+    assert d.segment("默认的超时时间") == ["默认", "的", "超时", "时间"]
+    # "(computing) timeout" is the sense a software site needs, though not the first.
+    assert d.gloss_word("超时")[0] == "timeout"
+    assert d.gloss_word("的") == []  # a particle: no content words
