@@ -353,7 +353,7 @@ def test_a_publish_killed_halfway_leaves_the_previous_build_live(
 # ---------------------------------------------------------------- LLM failures
 
 LLM_FAILURES: dict[str, list[Any]] = {
-    "timeout": [Sleep(5, Reply("late [1].")), Sleep(5, Reply("late [1]."))],
+    "timeout": [Sleep(5, Reply("late [1]."))],  # not retried (llm/calls.py)
     "5xx": [Status(500, "upstream exploded"), Status(503, "overloaded")],
     "empty": [Empty()],
     "garbage-json": [Malformed()],
@@ -368,8 +368,8 @@ def test_llm_failures_fall_back_to_a_flagged_extractive_answer(
     qa_index: Path, tmp_path: Path, failure: str
 ) -> None:
     with FakeOpenAIServer() as llm:
-        # The query rewrite works; the answer fails (every attempt of it).
-        llm.script(Reply("default port\ndev_addr setting"), *LLM_FAILURES[failure])
+        # The answer call fails (every attempt of it); the query rewrite is off by default.
+        llm.script(*LLM_FAILURES[failure])
         settings = settings_for(
             str(qa_index),
             tmp_path,
