@@ -123,3 +123,19 @@ def test_segmentation_takes_the_fewest_words_and_longer_words_first() -> None:
     # "(computing) timeout" is the sense a software site needs, though not the first.
     assert d.gloss_word("超时")[0] == "timeout"
     assert d.gloss_word("的") == []  # a particle: no content words
+
+
+def test_the_no_llm_answer_quotes_the_timeout_section_and_refuses_what_the_docs_lack(
+    index: Index, tmp_path: Path
+) -> None:
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+    from anchored_query.validation import AskRequest
+
+    engine = Engine(Settings(index=str(index.path), cache_dir=str(tmp_path / "cache")))
+    answer = engine.ask(AskRequest(question="怎么关闭超时？", mode="extractive"))
+    assert not answer["abstained"]
+    assert answer["citations"][0]["url"].endswith("advanced/#timeouts")
+    assert "timeout=None" in " ".join(item["text"] for item in answer["answer"])
+    pizza = engine.ask(AskRequest(question="附近哪家餐厅的披萨最好吃？", mode="extractive"))
+    assert pizza["abstained"]

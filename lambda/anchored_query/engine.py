@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -318,7 +318,9 @@ class Engine:
         if result is None:
             t = time.perf_counter()
             result = self._answer_extractive(
-                request,
+                # A Chinese question on English docs is quoted from by its English
+                # gloss (crosslingual.py): the terms and evidence the answerer weighs.
+                replace(request, question=hits.gloss) if hits.gloss else request,
                 passages,
                 hits.best_similarity,
                 loaded.index.manifest["model"]["name"],
