@@ -279,8 +279,8 @@ class Engine:
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
 
-        # The question, its keyword form and a follow-up's previous question; the
-        # model's rewrites only when ANCHORED_LLM_REWRITE is on (a second call).
+        # The question and a follow-up's previous question; the model's rewrites
+        # only when ANCHORED_LLM_REWRITE is on (a second call).
         variants = search_forms(request.question, request.history)
         reason = fallback = ""
         if use_llm and self.settings.llm_rewrite:
