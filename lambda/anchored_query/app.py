@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from anchored_query.feedback import (
 )
 from anchored_query.front import FrontOnly, viewer_ip
 from anchored_query.ids import check_secret, is_issued
+from anchored_query.querylog import ask_record, feedback_record, question_log
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
@@ -119,6 +121,7 @@ def create_app(
     logsafe.protect(settings.answer_id_secret)
     engine = engine or Engine(settings)
     store = feedback or feedback_store(settings.feedback, default_feedback_dir(settings.cache_dir))
+    qlog = question_log(settings.question_log, settings.question_log_days)  # None: off
     # One limit across instances when they share a store (DynamoDB on AWS), else per process.
     local = RateLimiter(settings.rate_limit_per_min)
     limiter: RateLimiter | SharedRateLimiter = local
@@ -175,7 +178,12 @@ def create_app(
         json_only(request)
         await limited(request)
         ask_request = parse_ask(await body_of(request), settings)
-        return JSONResponse(await run_in_threadpool(engine.ask, ask_request))
+        started = time.perf_counter()
+        result = await run_in_threadpool(engine.ask, ask_request)
+        if qlog is not None:  # a queue put: never waits, never raises (querylog.py)
+            latency_ms = (time.perf_counter() - started) * 1000
+            qlog.submit(ask_record(result, ask_request.question, latency_ms))
+        return JSONResponse(result)
 
     async def search(request: Request) -> Response:
         if request.method == "POST":
@@ -213,6 +221,8 @@ def create_app(
             raise QueryError(
                 503, "feedback_unavailable", "feedback could not be stored; try again"
             ) from None
+        if qlog is not None:
+            qlog.submit(feedback_record(item.answer_id, item.rating))
         return JSONResponse({"stored": True, "id": key.rsplit("/", 1)[-1].removesuffix(".json")})
 
     async def health(request: Request) -> Response:
@@ -269,6 +279,8 @@ def create_app(
             anyio.to_thread.current_default_thread_limiter().total_tokens = threads
         yield
         engine.close()
+        if qlog is not None:
+            await run_in_threadpool(qlog.close)
 
     middleware.insert(0, Middleware(SecurityHeaders))  # outermost: on every response
     app = Starlette(
@@ -282,4 +294,5 @@ def create_app(
         },
     )
     app.state.engine = engine
+    app.state.question_log = qlog
     return app

@@ -103,6 +103,8 @@ class Settings:
     llm_api_key_secret: str = ""  # a Secrets Manager secret or SSM parameter ARN
     front_secret: str = field(default="", repr=False)  # behind CloudFront: front.py
     client_ip_header: str = "cloudfront-viewer-address"  # trusted only with front_secret
+    question_log: str = ""  # off; a folder or s3://bucket/prefix (querylog.py)
+    question_log_days: int = 90  # records older than this are deleted
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -186,7 +188,10 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
         "client_ip_header": _get(
             env, "ANCHORED_CLIENT_IP_HEADER", "cloudfront-viewer-address"
         ).lower(),
+        "question_log": _get(env, "ANCHORED_QUESTION_LOG", ""),
+        "question_log_days": _int(env, "ANCHORED_QUESTION_LOG_DAYS", 90, 1, 3650),
     }
+    _check_question_log(str(values["question_log"]), env)
     if values["front_secret"] and len(values["front_secret"]) < 16:
         raise SettingsError("ANCHORED_FRONT_SECRET must be at least 16 characters")
     money = values["budget_usd_per_day"] or values["budget_usd_per_hour"]
@@ -205,3 +210,13 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
     if secret and _get(env, "ANCHORED_LLM_API_KEY", ""):
         raise SettingsError("set ANCHORED_LLM_API_KEY or ANCHORED_LLM_API_KEY_SECRET, not both")
     return values
+
+
+def _check_question_log(location: str, env: Mapping[str, str]) -> None:
+    """The log lives apart from the index and the cache, where no publish or eviction goes."""
+    if not location:
+        return
+    for key in ("ANCHORED_INDEX", "ANCHORED_CACHE_DIR"):
+        other = _get(env, key, "/tmp/anchored" if key == "ANCHORED_CACHE_DIR" else "").rstrip("/")
+        if other and (location.rstrip("/") == other or location.startswith(other + "/")):
+            raise SettingsError(f"ANCHORED_QUESTION_LOG must not be inside {key} ({other})")

@@ -1,0 +1,209 @@
+"""The question log: real asks through the app into a real moto S3 server (HTTP) and a
+local folder; what a record holds and what it never holds; drops, corrupt objects,
+retention."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anchored_query.app import create_app
+from anchored_query.querylog import (
+    LocalSink,
+    QuestionLog,
+    ReadStats,
+    ask_record,
+    read_records,
+)
+from anchored_query.settings import Settings, SettingsError
+from s3server import S3Bucket, moto_s3, s3
+from starlette.testclient import TestClient
+
+__all__ = ["moto_s3", "s3"]  # fixtures used by name
+
+ANSWERED = "Which port does the server use by default?"
+REFUSED = "How do I bake sourdough bread at high altitude?"
+READER_IP = "203.0.113.77"
+COOKIE = "session=reader-cookie-4f1d"
+UA = "Mozilla/5.0 (reader-agent-9c2e)"
+
+
+def settings_for(index: Path, tmp_path: Path, log: str) -> Settings:
+    return Settings(
+        index=str(index),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+        rate_limit_per_min=0,
+        question_log=log,
+        question_log_days=30,
+    )
+
+
+def ask_and_rate(settings: Settings) -> tuple[list[dict[str, Any]], Any]:
+    """Two asks (one answered, one refused) and a down-vote, with reader headers sent."""
+    app = create_app(settings)
+    headers = {"cookie": COOKIE, "user-agent": UA, "x-forwarded-for": READER_IP}
+    with TestClient(app, client=(READER_IP, 50000)) as client:
+        results = []
+        for q in (ANSWERED, REFUSED):
+            r = client.post("/v1/ask", json={"question": q}, headers=headers)
+            assert r.status_code == 200, r.text
+            results.append(r.json())
+        r = client.post(
+            "/v1/feedback",
+            json={"answer_id": results[0]["id"], "rating": "down", "comment": "I am Ann Smith"},
+            headers=headers,
+        )
+        assert r.status_code == 200, r.text
+        qlog = app.state.question_log
+    # Leaving the client ran the lifespan's shutdown: the queue was written.
+    assert qlog.stats.written == 3 and qlog.stats.dropped == 0
+    return results, qlog
+
+
+def check_records(location: str, results: list[dict[str, Any]]) -> None:
+    stats = ReadStats()
+    asks = list(read_records(location, "asks", stats=stats))
+    feedback = list(read_records(location, "feedback", stats=stats))
+    assert stats.skipped_objects == stats.skipped_records == 0
+    assert [a["question"] for a in asks] == [ANSWERED, REFUSED]
+    answered, refused = asks
+    assert answered["answer_id"] == results[0]["id"]
+    assert answered["build_id"] == results[0]["build_id"] and len(answered["build_id"]) == 16
+    assert answered["abstained"] is False and answered["cited"]
+    assert answered["cited"] == [c["url"] for c in results[0]["citations"]]
+    assert refused["abstained"] is True and refused["cited"] == [] and refused["closest"]
+    assert all(a["mode"] == "extractive" and a["latency_ms"] > 0 for a in asks)
+    assert feedback == [
+        {
+            "v": 1,
+            "kind": "feedback",
+            "t": feedback[0]["t"],
+            "answer_id": results[0]["id"],
+            "rating": "down",
+        }
+    ]
+    # Nothing that identifies a reader, in any form.
+    text = json.dumps(asks + feedback)
+    for secret in (READER_IP, "203.0.113", COOKIE, "reader-cookie", UA, "reader-agent", "Ann"):
+        assert secret not in text
+    allowed = {
+        "v",
+        "kind",
+        "t",
+        "answer_id",
+        "question",
+        "build_id",
+        "mode",
+        "abstained",
+        "fallback",
+        "cited",
+        "closest",
+        "removed_sentences",
+        "latency_ms",
+    }
+    assert set(answered) == allowed
+
+
+def test_asks_through_the_app_are_logged_to_a_local_folder(qa_index: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "question-log"
+    results, _ = ask_and_rate(settings_for(qa_index, tmp_path, str(folder)))
+    objects = sorted(p.relative_to(folder).parts[0] for p in folder.rglob("*.jsonl.gz"))
+    assert objects == ["asks", "feedback"]  # one batch each, under their own subfolders
+    check_records(str(folder), results)
+    assert not list(folder.rglob("*.tmp"))
+
+
+def test_asks_through_the_app_are_logged_to_s3_over_http(
+    qa_index: Path, tmp_path: Path, s3: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
+    location = f"s3://{s3.name}/question-log"
+    results, _ = ask_and_rate(settings_for(qa_index, tmp_path, location))
+    keys = s3.keys()
+    assert keys and all(k.startswith("question-log/") for k in keys)
+    assert {k.split("/")[1] for k in keys} == {"asks", "feedback"}
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    assert all(k.split("/")[2] == today for k in keys)
+    check_records(location, results)
+
+
+def test_the_log_is_off_by_default(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, ""))
+    assert app.state.question_log is None
+    assert Settings.from_env({"ANCHORED_INDEX": str(qa_index)}).question_log == ""
+
+
+def test_the_log_may_not_live_inside_the_index_or_the_cache() -> None:
+    for log in ("s3://b/site/question-log", "/tmp/anchored/log"):
+        with pytest.raises(SettingsError, match="ANCHORED_QUESTION_LOG must not be inside"):
+            Settings.from_env({"ANCHORED_INDEX": "s3://b/site", "ANCHORED_QUESTION_LOG": log})
+    ok = Settings.from_env({"ANCHORED_INDEX": "s3://b/site", "ANCHORED_QUESTION_LOG": "s3://b/log"})
+    assert ok.question_log == "s3://b/log"
+
+
+class SlowSink(LocalSink):
+    def write(self, kind: str, day: str, data: bytes) -> None:
+        time.sleep(0.5)
+        super().write(kind, day, data)
+
+
+def test_a_full_queue_drops_and_counts_and_never_blocks(tmp_path: Path) -> None:
+    qlog = QuestionLog(SlowSink(tmp_path), queue_max=5, batch_max=1, flush_s=0.01)
+    record = ask_record({"id": "a", "citations": []}, "q", 1.0)
+    started = time.perf_counter()
+    for _ in range(200):
+        qlog.submit(record)
+    assert time.perf_counter() - started < 0.1  # the writer is stuck; submit is not
+    assert qlog.stats.dropped >= 190
+    qlog.close()
+    assert qlog.stats.written + qlog.stats.dropped == 200
+
+
+class BrokenSink(LocalSink):
+    def write(self, kind: str, day: str, data: bytes) -> None:
+        raise OSError("disk full")
+
+
+def test_a_failing_store_is_counted_not_raised(tmp_path: Path) -> None:
+    qlog = QuestionLog(BrokenSink(tmp_path), flush_s=0.01)
+    qlog.submit(ask_record({"id": "a"}, "q", 1.0))
+    qlog.close()
+    assert qlog.stats.failed_writes == 1 and qlog.stats.written == 0
+
+
+def test_local_retention_deletes_day_folders_older_than_the_period(tmp_path: Path) -> None:
+    old = (date.today() - timedelta(days=40)).isoformat()
+    recent = (date.today() - timedelta(days=5)).isoformat()
+    for day in (old, recent):
+        (tmp_path / "asks" / day).mkdir(parents=True)
+        (tmp_path / "asks" / day / "x.jsonl.gz").write_bytes(b"")
+    (tmp_path / "asks" / "not-a-day").mkdir()
+    qlog = QuestionLog(LocalSink(tmp_path), retention_days=30, flush_s=0.01)
+    qlog.submit(ask_record({"id": "a"}, "q", 1.0))
+    qlog.close()
+    days = sorted(p.name for p in (tmp_path / "asks").iterdir())
+    assert old not in days and recent in days and "not-a-day" in days
+
+
+def test_corrupt_partial_and_foreign_objects_are_skipped_and_counted(tmp_path: Path) -> None:
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    folder = tmp_path / "asks" / day
+    folder.mkdir(parents=True)
+    good = ask_record({"id": "a", "citations": []}, "kept", 1.0)
+    whole = gzip.compress((json.dumps(good) + "\n").encode())
+    (folder / "1-good.jsonl.gz").write_bytes(whole)
+    (folder / "2-partial.jsonl.gz").write_bytes(whole[: len(whole) // 2])
+    (folder / "3-corrupt.jsonl.gz").write_bytes(b"\x00not gzip at all")
+    foreign = b'{"kind": "ask", "question": "no version"}\nnot json\n[1, 2]\n'
+    (folder / "4-foreign.jsonl.gz").write_bytes(gzip.compress(foreign))
+    stats = ReadStats()
+    rows = list(read_records(str(tmp_path), "asks", stats=stats))
+    assert [r["question"] for r in rows] == ["kept"]
+    assert (stats.objects, stats.skipped_objects, stats.skipped_records) == (4, 2, 3)
