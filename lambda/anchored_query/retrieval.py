@@ -148,7 +148,7 @@ class Retriever:
         cross = gloss and bool(texts) and crosslingual.needs_gloss(texts[0], self.index.bm25)
         vectors: dict[str, np.ndarray] = {}
         if cross:
-            ranking.gloss = crosslingual.gloss(texts[0], vocabulary=self.index.bm25.vocab)
+            ranking.gloss = crosslingual.gloss(texts[0], bm25=self.index.bm25)
             if ranking.gloss:
                 texts.append(ranking.gloss)
                 if "dense" in retrievers:
