@@ -365,3 +365,24 @@ def test_every_setting_is_documented() -> None:
     doc = (REPO / "site" / "reference" / "settings.md").read_text(encoding="utf-8")
     missing = sorted(key for key in settings_keys() if f"`{key}`" not in doc)
     assert missing == []
+
+
+def test_the_question_log_is_off_by_default_beside_the_index_and_expires(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    param = template["Parameters"]["QuestionLogDays"]
+    assert param["Default"] == 0 and param["MinValue"] == 0
+    env = function["Properties"]["Environment"]["Variables"]
+    on, off = env["ANCHORED_QUESTION_LOG"]["Fn::If"][1:]
+    assert off == "" and env["ANCHORED_QUESTION_LOG"]["Fn::If"][0] == "LogQuestions"
+    location = on["Fn::Sub"][0]
+    assert location == "s3://${Bucket}/${IndexPrefix}-question-log/"  # not under the index
+    rules = template["Resources"]["IndexBucketResource"]["Properties"]["LifecycleConfiguration"]
+    rule = next(r["Fn::If"][1] for r in rules["Rules"] if isinstance(r, dict) and "Fn::If" in r)
+    assert rule["Prefix"] == {"Fn::Sub": "${IndexPrefix}-question-log/"}
+    assert rule["ExpirationInDays"] == {"Ref": "QuestionLogDays"}
+    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 1
+    writes = {s["Sid"]: s for s in _function_statements(function) if s.get("Sid")}
+    log_write = writes["WriteQuestionLogOnly"]
+    assert log_write["Action"] == "s3:PutObject"
+    assert strings(log_write["Resource"])[0].endswith("${IndexPrefix}-question-log/*")
