@@ -69,6 +69,7 @@ function showPill(found) {
   pill.setAttribute('role', 'status');
   pill.dataset.path = location.pathname;
   const text = document.createElement('span');
+  text.className = 'anchored-pill__text';
   text.textContent = found ? 'Cited passage highlighted' : 'The cited passage was not found on this page; showing its section.';
   let back = 'Ask a question';
   try {
@@ -83,12 +84,12 @@ function showPill(found) {
 
 function showPassage(spec, anchor, smooth) {
   const marks = highlight(spec, anchor);
+  showPill(marks.length > 0); // first, so the passage can be placed clear of it
   if (marks.length) {
-    reveal(marks, smooth);
+    reveal(marks, smooth, pill);
   } else if (anchor && document.getElementById(anchor)) {
     document.getElementById(anchor).scrollIntoView({ block: 'start' });
   }
-  showPill(marks.length > 0);
   return marks;
 }
 
@@ -110,8 +111,27 @@ function highlightFromLocation() {
   const marks = showPassage(spec, anchorOf(location.hash), false);
   // Images and fonts still loading can move the passage: re-centre once when the page settles.
   if (marks.length && document.readyState !== 'complete') {
-    addEventListener('load', () => marks[0].isConnected && marks[0].scrollIntoView({ block: 'center' }), { once: true });
+    addEventListener('load', () => marks[0].isConnected && reveal(marks, false, pill), { once: true });
   }
+}
+
+// History entries the reader left from the open dialog carry this flag: Back to one of
+// them opens the dialog again, with the conversation (kept in sessionStorage).
+const BACK = 'anchoredDialog';
+
+function markEntry(on) {
+  const state = history.state && typeof history.state === 'object' ? { ...history.state } : {};
+  if (!!state[BACK] === on) return;
+  if (on) state[BACK] = 1;
+  else delete state[BACK];
+  history.replaceState(state, '');
+}
+
+function reopenIfMarked() {
+  if (!(history.state && history.state[BACK])) return;
+  markEntry(false);
+  clear();
+  openDialog();
 }
 
 /** A chip was activated: same page → highlight in place; other page → let the link navigate. */
@@ -127,9 +147,13 @@ function navigate(citation, href, event) {
   event.preventDefault();
   event.stopPropagation(); // keep Material's instant navigation out of it
   if (dialog) dialog.close(false);
-  history.replaceState(history.state, '', u.pathname + stripParam(u.search) + u.hash);
+  // A new entry, so that Back returns to the conversation instead of leaving the page.
+  history.pushState({}, '', u.pathname + stripParam(u.search) + u.hash);
   showPassage(specFor(citation.highlight || citation.passage), anchorOf(u.hash), true);
 }
+
+addEventListener('popstate', () => setTimeout(reopenIfMarked)); // after the theme's own handler
+addEventListener('pageshow', (e) => e.persisted && reopenIfMarked()); // back from the cache
 
 // ---- ordinary search as the fallback when the API is down
 function searchHref(q) {
@@ -222,9 +246,10 @@ async function openDialog(from) {
   const opener = from || (button && button.isConnected ? button : null);
   if (!dialog) {
     const { createDialog } = await import('./dialog.js');
-    dialog = dialog || createDialog({ cfg, root, page: currentPage, navigate, searchHref, openSearch });
+    dialog = dialog || createDialog({ cfg, root, page: currentPage, navigate, searchHref, openSearch, closed: () => markEntry(false) });
   }
   dialog.open(opener);
+  markEntry(true); // while it is open, this history entry leads back to it
 }
 
 function makeButton() {
@@ -313,6 +338,7 @@ function onPage() {
   }
   searchAsk();
   highlightFromLocation();
+  reopenIfMarked();
 }
 
 onPage();

@@ -32,7 +32,7 @@ function save(turns) {
 
 /**
  * Create the dialog. `env`: {cfg, root: URL, page(): string, navigate(citation, href, event),
- * searchHref(q): string, openSearch(q): boolean}. Returns {open(opener), close(), element}.
+ * searchHref(q): string, openSearch(q): boolean, closed(): the reader closed it}. Returns {open(opener), close(), element}.
  */
 export function createDialog(env) {
   const { cfg } = env;
@@ -136,10 +136,17 @@ export function createDialog(env) {
     chip.setAttribute('aria-describedby', tip.id);
     const d = dialog.getBoundingClientRect();
     const r = chip.getBoundingClientRect();
+    // The sentence the chip belongs to (and the chip): the preview goes below it, else above.
+    let s = chip.previousElementSibling;
+    while (s && !s.classList.contains('anchored-sentence')) s = s.previousElementSibling;
+    const boxes = [r, ...(s ? [...s.getClientRects()] : [])];
+    const above = Math.min(...boxes.map((b) => b.top)) - d.top;
+    const under = Math.max(...boxes.map((b) => b.bottom)) - d.top;
     const w = tip.offsetWidth;
+    const h = tip.offsetHeight;
     const left = Math.max(8, Math.min(r.left - d.left, d.width - w - 8));
-    let top = r.bottom - d.top + 6;
-    if (top + tip.offsetHeight > d.height - 8) top = Math.max(8, r.top - d.top - tip.offsetHeight - 6);
+    let top = under + 6;
+    if (top + h > d.height - 8) top = above - h - 6 >= 8 ? above - h - 6 : Math.max(8, d.height - h - 8);
     tip.style.left = left + 'px';
     tip.style.top = top + 'px';
   }
@@ -169,6 +176,7 @@ export function createDialog(env) {
     openSearch: (q) => {
       if (!env.openSearch(q)) return false;
       close(false);
+      if (env.closed) env.closed();
       return true;
     },
   };
@@ -283,6 +291,7 @@ export function createDialog(env) {
 
   function close(restore = true) {
     hideTip();
+    if (restore && env.closed) env.closed(); // the reader closed it (not a citation taking them away)
     if (dialog.open) dialog.close();
     if (restore && opener && opener.isConnected) opener.focus();
   }

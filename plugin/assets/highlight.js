@@ -140,12 +140,29 @@ export function highlight(spec, anchor, doc = document) {
   return marks;
 }
 
-/** Scroll the first mark into the middle of the viewport and move focus there without scrolling again. */
-export function reveal(marks, smooth = false) {
+/**
+ * Scroll the passage into the middle of the free part of the viewport — below a fixed
+ * header, above `below` (an overlay at the bottom, e.g. the pill) — or, when it is taller,
+ * its start to the top of that part; then move focus to it without scrolling again.
+ */
+export function reveal(marks, smooth = false, below = null) {
   const first = marks[0];
   if (!first) return;
   smooth = smooth && !matchMedia('(prefers-reduced-motion: reduce)').matches;
-  first.scrollIntoView({ block: 'center', behavior: smooth ? 'smooth' : 'auto' });
+  const header = document.querySelector('.md-header, .navbar.fixed-top');
+  const hb = header ? header.getBoundingClientRect() : null;
+  const top = hb && hb.top <= 0 && hb.bottom > 0 ? hb.bottom + 8 : 8;
+  const bottom = (below ? below.getBoundingClientRect().top : innerHeight) - 8;
+  const rects = marks.map((m) => m.getBoundingClientRect()).filter((r) => r.width || r.height);
+  if (!rects.length) {
+    first.scrollIntoView({ block: 'center', behavior: smooth ? 'smooth' : 'auto' });
+  } else {
+    const start = Math.min(...rects.map((r) => r.top));
+    const end = Math.max(...rects.map((r) => r.bottom));
+    const room = bottom - top;
+    const want = end - start <= room ? top + (room - (end - start)) / 2 : top;
+    window.scrollBy({ top: start - want, behavior: smooth ? 'smooth' : 'auto' });
+  }
   first.setAttribute('tabindex', '-1');
   first.focus({ preventScroll: true });
 }

@@ -461,6 +461,88 @@ test('the scope selector shows its whole label at 1280, 768 and 375 px', async (
   }
 });
 
+const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+
+for (const width of [1280, 375]) {
+  test(`${width} px: a chip's preview never covers the sentence it belongs to`, async () => {
+    const page = await newPage(browser, { viewport: { width, height: 720 }, isMobile: width < 500, hasTouch: width < 500 });
+    await open(page, OTHER);
+    await ask(page, 'How do I configure the endpoint?');
+    const chips = page.locator('.anchored-answer .anchored-chip');
+    for (let i = 0; i < (await chips.count()); i++) {
+      await chips.nth(i).focus();
+      await page.locator('.anchored-tip').waitFor({ state: 'visible' });
+      const hit = await chips.nth(i).evaluate((chip) => {
+        const tip = document.querySelector('.anchored-tip').getBoundingClientRect();
+        let s = chip.previousElementSibling;
+        while (s && !s.classList.contains('anchored-sentence')) s = s.previousElementSibling;
+        const boxes = [chip.getBoundingClientRect(), ...s.getClientRects()];
+        return boxes.some((b) => b.left < tip.right && tip.left < b.right && b.top < tip.bottom && tip.top < b.bottom);
+      });
+      assert.equal(hit, false, `preview of chip ${i + 1} covers its sentence`);
+    }
+    await page.context().close();
+  });
+
+  test(`${width} px: the pill never covers the highlighted passage (paragraph, table, list, code)`, async () => {
+    for (const c of FIXTURES.default.citations.filter((x) => x.url.startsWith(PAGE))) {
+      const page = await newPage(browser, { viewport: { width, height: width < 500 ? 720 : 800 }, isMobile: width < 500, hasTouch: width < 500 });
+      await open(page, OTHER);
+      await ask(page, 'How do I configure the endpoint?');
+      await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: new RegExp(`^${c.n}$`) }).first().click()]);
+      await page.waitForSelector('mark.anchored-hl');
+      await page.waitForSelector('.anchored-pill');
+      await page.waitForTimeout(200);
+      const [pill, marks, inView] = await page.evaluate(() => {
+        const p = document.querySelector('.anchored-pill').getBoundingClientRect();
+        const m = [...document.querySelectorAll('mark.anchored-hl')].map((x) => x.getBoundingClientRect());
+        return [p.toJSON(), m.map((r) => r.toJSON()), m.some((r) => r.top >= 0 && r.bottom <= innerHeight)];
+      });
+      assert.ok(inView, `[${c.n}] passage in view`);
+      const covered = marks.filter((m) => m.bottom > 0 && m.top < (width < 500 ? 720 : 800) && overlap(m, pill));
+      assert.deepEqual(covered, [], `[${c.n}] at ${width} px the pill ${JSON.stringify(pill)} covers marks`);
+      if (width < 500) assert.ok(pill.height < 60, `one compact row on a phone: ${pill.height} px`);
+      await page.context().close();
+    }
+  });
+}
+
+test('Back after a citation to another page returns with the conversation showing', async () => {
+  const page = await newPage(browser);
+  await open(page, OTHER);
+  await ask(page, 'How do I configure the endpoint?');
+  await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip').nth(2).click()]);
+  await page.waitForSelector('mark.anchored-hl');
+  await page.goBack();
+  await page.waitForSelector('dialog.anchored-dialog[open] .anchored-turn .anchored-chip');
+  assert.ok(new URL(page.url()).pathname.endsWith('/' + OTHER));
+  assert.equal(await page.locator('.anchored-turn').count(), 1);
+  // closed by the reader, a reload does not pop it up again
+  await page.keyboard.press('Escape');
+  await page.reload();
+  await page.waitForSelector('.anchored-open');
+  await page.waitForTimeout(300);
+  assert.ok(!(await page.$('dialog.anchored-dialog[open]')));
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test('Back after a citation on the same page stays on the page and shows the conversation', async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE);
+  await ask(page, 'How do I configure the endpoint?');
+  const before = page.url();
+  await page.locator('.anchored-answer .anchored-chip', { hasText: /^1$/ }).first().click();
+  await page.waitForSelector('mark.anchored-hl');
+  assert.ok(await page.locator('dialog.anchored-dialog').evaluate((d) => !d.open));
+  await page.goBack();
+  await page.waitForSelector('dialog.anchored-dialog[open] .anchored-turn .anchored-chip');
+  assert.equal(new URL(page.url()).pathname, new URL(before).pathname, 'still on the page');
+  assert.equal(await page.locator('mark.anchored-hl').count(), 0, 'the highlight is cleared');
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
 test('the conversation survives navigation: "Back to answer" reopens it', async () => {
   const page = await newPage(browser);
   await open(page, OTHER);
