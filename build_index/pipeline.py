@@ -35,6 +35,9 @@ ProgressFn = Callable[[int, int], None]
 #: Version of :func:`embedding_text`'s layout, recorded in the manifest: a published
 #: build's vectors are reused only when its chunks were embedded with the same layout.
 EMBEDDING_TEXT_VERSION = 1
+#: A warm cache that lacks only a few chunks embeds them: reading and checking a
+#: published build (all its chunk rows and vectors) would cost more than that.
+REUSE_MIN_MISSING = 64
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,8 @@ def embed_chunks(
     reuse: Sequence[str | Path] = (),
 ) -> np.ndarray:
     """Embed chunk texts, reusing cached vectors for unchanged text, then those of the
-    published builds in ``reuse`` (tried in order, only for what is still missing)."""
+    published builds in ``reuse`` (tried in order, only for what is still missing, and
+    only when the cache had nothing or lacks at least ``REUSE_MIN_MISSING`` chunks)."""
     texts = [embedding_text(c) for c in chunks]
     vectors = np.zeros((len(texts), spec.dim), dtype=np.float32)
     cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
@@ -143,7 +147,7 @@ def embed_chunks(
         if v is not None:
             vectors[i] = v
     report.cached = len(texts) - len(missing)
-    if missing and reuse:
+    if missing and reuse and (len(missing) >= REUSE_MIN_MISSING or not report.cached):
         before = missing
         missing = _reuse_published(texts, missing, vectors, spec, reuse, report)
         if cache is not None and report.reused:

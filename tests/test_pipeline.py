@@ -237,3 +237,18 @@ def test_a_corrupt_published_build_in_s3_is_refused(
     assert report.reused == 0 and report.embedded == report.chunks
     assert "vector_scales.npy" in report.reuse_refused[0]
     assert "sha256" in report.reuse_refused[0]
+
+
+def test_a_warm_cache_missing_a_few_chunks_does_not_read_the_published_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import build_index.pipeline as pipeline
+
+    config = BuildConfig(cache_dir=tmp_path / "cache")
+    build(pages(), tmp_path / "index", config)
+    opened: list[object] = []
+    monkeypatch.setattr(pipeline, "open_published", lambda *a, **k: opened.append(a))
+    report = build(pages(" Then run it."), tmp_path / "index", config)
+    assert report.embedded == 1 and report.cached == report.chunks - 1 and opened == []
+    report = build(pages(" Then run it."), tmp_path / "other", BuildConfig())  # no cache
+    assert opened  # a cold cache does read it
