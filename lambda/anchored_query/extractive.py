@@ -9,16 +9,19 @@
    a follow-up's earlier question counts half), the section's headings, the
    section's retrieval score and, with the index's embedder, the cosine
    between the question and the unit (the :data:`MAX_EMBEDDED` most promising
-   units). Misspelt terms are matched in the index's spelling
+   units; a long question is compared by its sentence closest to the docs).
+   Misspelt terms are matched in the index's spelling
    (:mod:`anchored_query.spelling`).
 3. **The window.** The quote is the best unit with the structure around it: a
    lead-in that ends with ":" brings the code block, rows or list lines that
-   follow, and code brings the line that introduces it; neighbours about as
-   good extend it while it stays short; a table row is shown with its header's
-   names; an option's section brings its ``default:`` line. When no unit
-   answers crisply, the quote is the best section's opening.
-   :func:`anchored_query.quote.render` makes the items (code as a fenced
-   block); the quote's citation highlights exactly the quoted text.
+   follow, and code brings the line that introduces it; later units join
+   while they add more relevance than they cost (:data:`_UNIT_COST`), up to
+   :data:`MAX_QUOTE_CHARS`; a short section is quoted whole; a table row is
+   shown with its header's names; an option's section brings its
+   ``default:`` line. A second section whose best unit is nearly as good is
+   quoted too. When no unit answers crisply, the quote is the best section's
+   opening. :func:`anchored_query.quote.render` makes the items (code as a
+   fenced block); each quote's citation highlights exactly the quoted text.
 4. **Abstention** (:mod:`anchored_query.evidence`): a logistic model over
    retrieval evidence that transfers across sites (best cosine, how far the
    best chunk stands out, how much of the question's IDF the best chunks hold,
@@ -77,7 +80,7 @@ _W_LEXICAL = 1.0
 _W_SEMANTIC = 0.7
 _W_HEADING = 0.6
 _W_PRIOR = 1.2
-_LABEL = 0.5
+_LABEL = 0.5  # a short line without a full stop is a label, rarely the answer
 _UNIT_COST = 0.35  # a further unit joins the quote when it is worth this share of the best
 _SECOND = 0.8  # a second section is quoted when its best unit scores this share of the best
 _CRISP = 0.35  # below this unit score, quote the best section's opening
