@@ -127,19 +127,75 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from anchored_query.evaluation import evaluate, load_questions
+def _write_jsonl(rows: Any, out: str | None) -> int:
+    """Write dicts as JSON Lines to ``out`` (or stdout); return how many."""
+    count = 0
+    fh = open(out, "w", encoding="utf-8") if out else sys.stdout  # noqa: SIM115
+    try:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    finally:
+        if out:
+            fh.close()
+    return count
 
+
+def _eval_from_log(args: argparse.Namespace) -> int:
+    from anchored_query.evaluation import golden_from_log, labelling_sheet
+    from anchored_query.querylog import ReadStats, read_records
+
+    stats = ReadStats()
+    asks = read_records(args.from_log, "asks", stats=stats)
+    if args.labels:
+        labels = []
+        with open(args.labels, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        labels.append(json.loads(line))
+                    except ValueError:
+                        where = f"{args.labels}:{number}"
+                        raise SystemExit(f"anchored eval: {where}: not JSON") from None
+        count = _write_jsonl(golden_from_log(asks, labels), args.out)
+        what = "golden questions"
+    else:  # no labels yet: a sheet to label
+        count = _write_jsonl(labelling_sheet(asks), args.out)
+        what = "questions to label (set answerable, check gold_refs)"
+    skipped = ""
+    if stats.skipped_objects:
+        skipped = f"; {stats.skipped_objects} unreadable objects skipped"
+    print(f"wrote {count} {what}{' to ' + args.out if args.out else ''}{skipped}", file=sys.stderr)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from anchored_query.evaluation import GATES, evaluate, gate_failures, load_questions
+
+    if args.from_log:
+        return _eval_from_log(args)
+    if not args.questions:
+        raise SystemExit("anchored eval: name a question set (JSONL), or --from-log LOG")
+    thresholds = {name: getattr(args, name) for name in GATES if getattr(args, name) is not None}
+    answers = args.answers or any(GATES[name][2] for name in thresholds)
     engine = _engine(args.index)
     questions = load_questions(Path(args.questions))
-    summary = evaluate(
-        engine, questions, out=Path(args.out) if args.out else None, answers=args.answers
-    )
+    try:
+        summary = evaluate(
+            engine, questions, out=Path(args.out) if args.out else None, answers=answers
+        )
+    finally:
+        engine.close()
     width = max(len(k) for k in summary)
     for key, value in summary.items():
         shown = f"{value:.4f}" if isinstance(value, float) else str(value)
         print(f"{key:<{width}}  {shown}")
-    return 0
+    failures = gate_failures(summary, thresholds)
+    for failure in failures:
+        print(f"anchored eval: FAILED: {failure}", file=sys.stderr)
+    if thresholds and not failures:
+        print(f"quality gate passed ({len(thresholds)} thresholds)")
+    return 1 if failures else 0
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -179,6 +235,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
         shutil.rmtree(site_dir, ignore_errors=True)  # a full copy of the site, in /tmp
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from anchored_query.mcp_tools import serve_stdio
+
+    # stdout is the protocol: logs go to stderr (logging's default stream), nothing printed.
+    engine = _engine(args.index)
+    try:
+        serve_stdio(engine, engine.settings)
+    finally:
+        engine.close()
     return 0
 
 
@@ -263,11 +331,28 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("-k", type=int, default=10)
         s.set_defaults(func=func)
 
-    s = sub.add_parser("eval", help="retrieval and citation metrics for a question set")
-    s.add_argument("questions", help="JSONL: qid, question, gold_refs, answerable")
+    s = sub.add_parser("mcp", help="serve search/ask/read tools to an agent over MCP (stdio)")
+    s.add_argument("--index", default=DEFAULT_INDEX, help="index folder or s3://bucket/prefix")
+    s.set_defaults(func=cmd_mcp)
+
+    s = sub.add_parser("eval", help="retrieval and citation metrics; a quality gate for CI")
+    s.add_argument("questions", nargs="?", help="JSONL: qid, question, gold_refs, answerable")
     s.add_argument("--index", default=DEFAULT_INDEX)
-    s.add_argument("--out", help="write a run file (JSONL)")
+    s.add_argument("--out", help="write a run file (JSONL); with --from-log the questions")
     s.add_argument("--answers", action="store_true", help="also answer (citation hit, abstention)")
+    gate = s.add_argument_group("quality gate (exit 1 naming each threshold missed; shares 0-1)")
+    for flag, helptext in (
+        ("--min-recall-at-10", "recall@10 of the gold sections"),
+        ("--min-recall-at-100", "recall@100"),
+        ("--min-ndcg", "nDCG@10"),
+        ("--min-mrr", "MRR@10"),
+        ("--max-false-refusals", "share of answerable questions refused (answers them)"),
+        ("--min-answered", "share of answerable questions answered citing a gold section"),
+        ("--min-refusals-unanswerable", "share of unanswerable questions refused"),
+    ):
+        gate.add_argument(flag, type=float, default=None, metavar="X", help=helptext)
+    s.add_argument("--from-log", metavar="LOG", help="question log (folder or s3://): export")
+    s.add_argument("--labels", help="with --from-log: labelled JSONL -> golden questions")
     s.set_defaults(func=cmd_eval)
 
     s = sub.add_parser("model", help="list embedding models, or install the multilingual one")

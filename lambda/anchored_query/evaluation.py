@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -137,3 +137,91 @@ def evaluate(
         summary["false_abstention"] = false_abstain / answered if answered else 0.0
         summary["abstention_unanswerable"] = abstained_right / unanswerable if unanswerable else 0.0
     return summary
+
+
+# ------------------------------------------------------------------ the quality gate
+
+# Threshold name -> (summary key, direction, needs answers). Shares are fractions 0-1.
+GATES: dict[str, tuple[str, str, bool]] = {
+    "min_recall_at_10": ("recall@10", "min", False),
+    "min_recall_at_100": ("recall@100", "min", False),
+    "min_ndcg": ("ndcg@10", "min", False),
+    "min_mrr": ("mrr@10", "min", False),
+    "max_false_refusals": ("false_abstention", "max", True),
+    "min_answered": ("citation_hit", "min", True),
+    "min_refusals_unanswerable": ("abstention_unanswerable", "min", True),
+}
+
+
+def gate_failures(summary: dict[str, float | int], thresholds: dict[str, float]) -> list[str]:
+    """One line per threshold the summary misses ("" list: the gate passes)."""
+    failures = []
+    for name, limit in thresholds.items():
+        key, direction, _ = GATES[name]
+        value = float(summary.get(key, 0.0))
+        if (direction == "min" and value < limit) or (direction == "max" and value > limit):
+            word = "below" if direction == "min" else "above"
+            failures.append(
+                f"{key} {value:.4f} is {word} the {direction}imum {limit:g} "
+                f"(--{name.replace('_', '-')})"
+            )
+    return failures
+
+
+def golden_from_log(
+    asks: Iterable[dict[str, Any]], labels: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Golden questions from logged asks an owner labelled.
+
+    A label line names an ask by ``answer_id`` (or by the exact ``question``) and
+    sets ``answerable`` (true/false) and, when true, ``gold_refs`` (the sections that
+    answer it). A label whose ``answerable`` is unset or null (the labelling sheet's
+    default) is not a label yet; unlabelled asks are left out.
+    """
+    by_id: dict[str, dict[str, Any]] = {}
+    by_question: dict[str, dict[str, Any]] = {}
+    for label in labels:
+        if not isinstance(label.get("answerable"), bool):
+            continue
+        if label.get("answer_id"):
+            by_id[str(label["answer_id"])] = label
+        elif label.get("question"):
+            by_question[str(label["question"]).strip()] = label
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for ask in asks:
+        question = str(ask.get("question", "")).strip()
+        found = by_id.get(str(ask.get("answer_id", ""))) or by_question.get(question)
+        if found is None or question in seen:
+            continue
+        seen.add(question)
+        refs = [normalise_ref(str(r)) for r in found.get("gold_refs", [])]
+        answerable = bool(found["answerable"])
+        out.append(
+            {
+                "qid": f"log-{str(ask.get('answer_id', ''))[:16] or len(out)}",
+                "question": question,
+                "gold_refs": refs if answerable else [],
+                "answerable": answerable,
+                "source": "question-log",
+            }
+        )
+    return out
+
+
+def labelling_sheet(asks: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each logged question once, with its closest sections as suggested ``gold_refs`` and
+    ``answerable`` left for the owner to fill in (``null``)."""
+    seen: set[str] = set()
+    for ask in asks:
+        question = str(ask.get("question", "")).strip()
+        if not question or question in seen:
+            continue
+        seen.add(question)
+        yield {
+            "answer_id": ask.get("answer_id", ""),
+            "question": question,
+            "abstained": bool(ask.get("abstained")),
+            "gold_refs": [normalise_ref(str(r)) for r in ask.get("closest", [])][:3],
+            "answerable": None,
+        }
