@@ -190,7 +190,8 @@ def _reuse_published(
                 source, spec, embedding_text, EMBEDDING_TEXT_VERSION, skip=frozenset(seen)
             )
         except ReuseRefused as exc:
-            message = f"the published build at {source} is not reused ({exc}); embedding instead"
+            what = "published build" if str(source).startswith("s3://") else "earlier index"
+            message = f"the {what} at {source} is not reused ({exc}); embedding instead"
             log.warning("anchored: %s", message)
             report.reuse_refused.append(message)
             continue
