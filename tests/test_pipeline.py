@@ -116,6 +116,14 @@ def test_a_fresh_folder_reuses_the_vectors_of_an_earlier_index(tmp_path: Path) -
     assert report.reused == report.chunks - 1 and not report.reuse_refused
 
 
+def test_reuse_from_names_another_index_folder(tmp_path: Path) -> None:
+    build(pages(), tmp_path / "published", BuildConfig())
+    config = BuildConfig(reuse_from=str(tmp_path / "published"))
+    report = build(pages(" Then run it."), tmp_path / "fresh", config)
+    assert report.embedded == 1 and report.reused == report.chunks - 1
+    assert str(tmp_path / "published") in report.reused_from[0]
+
+
 def test_the_reused_vectors_are_cached_locally(tmp_path: Path) -> None:
     build(pages(), tmp_path / "index", BuildConfig())
     config = BuildConfig(cache_dir=tmp_path / "cache")
@@ -138,9 +146,19 @@ def _foreign_text_layout(index_dir: Path) -> None:
     (index_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
+def _foreign_model(index_dir: Path) -> None:
+    manifest = json.loads((index_dir / "manifest.json").read_text())
+    manifest["model"]["sha256"] = "0" * 64
+    (index_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
-    [(_corrupt_vectors, "sha256"), (_foreign_text_layout, "text layout")],
+    [
+        (_corrupt_vectors, "sha256"),
+        (_foreign_text_layout, "text layout"),
+        (_foreign_model, "another model"),
+    ],
 )
 def test_a_corrupt_or_foreign_index_is_refused_naming_why(
     tmp_path: Path, damage: Any, reason: str, caplog: pytest.LogCaptureFixture
