@@ -37,6 +37,7 @@ from anchored_query.feedback import (
 )
 from anchored_query.front import FrontOnly, viewer_ip
 from anchored_query.ids import check_secret, is_issued
+from anchored_query.mcp_server import LazyMcp
 from anchored_query.querylog import ask_record, feedback_record, question_log
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
@@ -249,6 +250,8 @@ def create_app(
         Route("/v1/search", search, methods=["GET", "POST"]),
         Route("/v1/feedback", post_feedback, methods=["POST"]),
         Route("/v1/health", health, methods=["GET"]),
+        # MCP over Streamable HTTP (mcp_server.py): same engine, limits and question log.
+        Route("/mcp", LazyMcp(engine, settings, limit=limited, qlog=qlog)),
     ]
     if site_dir is not None:
         routes.append(Mount("/", app=StaticFiles(directory=site_dir, html=True), name="site"))

@@ -1,0 +1,255 @@
+"""MCP: the reference SDK's own client against ``/mcp`` (uvicorn on 127.0.0.1) and
+against ``anchored mcp`` (a subprocess over stdio): tools, their results, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anchored_query.app import create_app
+from anchored_query.settings import Settings
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from tests.liveserver import ThreadedServer
+
+TOOLS = {"search_docs", "ask_docs", "read_section"}
+Check = Callable[[ClientSession], Awaitable[None]]
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(c.text for c in result.content if isinstance(c, TextContent))
+
+
+def _settings(index: Path | str, tmp_path: Path, **overrides: Any) -> Settings:
+    return Settings(
+        index=str(index),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+        **overrides,
+    )
+
+
+def _over_http(url: str, check: Check) -> None:
+    async def main() -> None:
+        async with (
+            streamable_http_client(url) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await check(session)
+
+    anyio.run(main)
+
+
+def _over_stdio(index: Path | str, tmp_path: Path, check: Check) -> None:
+    env = {
+        **os.environ,
+        "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+        "ANCHORED_REFRESH_S": "0",
+    }
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "anchored"),  # the installed console script
+        args=["mcp", "--index", str(index)],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+    async def main() -> None:
+        connection: AbstractAsyncContextManager[Any] = stdio_client(params)
+        with anyio.fail_after(120):
+            async with connection as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                await check(session)
+
+    anyio.run(main)
+
+
+async def _check_tools(session: ClientSession) -> None:
+    listed = await session.list_tools()
+    tools = {t.name: t for t in listed.tools}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 60
+        assert tool.inputSchema["type"] == "object"
+    assert tools["search_docs"].inputSchema["required"] == ["query"]
+    assert tools["ask_docs"].inputSchema["required"] == ["question"]
+    assert tools["read_section"].inputSchema["required"] == ["ref"]
+    k = tools["search_docs"].inputSchema["properties"]["k"]
+    assert k["minimum"] == 1 and k["maximum"] == 50
+    assert tools["read_section"].annotations and tools["read_section"].annotations.readOnlyHint
+
+    # search_docs: sections with refs, snippets and links to them
+    found = await session.call_tool("search_docs", {"query": "change the port", "k": 3})
+    assert not found.isError
+    assert found.structuredContent is not None
+    results = found.structuredContent["results"]
+    assert 1 <= len(results) <= 3
+    assert results[0]["ref"] == "guide/configuration/#port"
+    assert results[0]["url"].endswith("guide/configuration/#port")
+    assert "8000" in results[0]["snippet"]
+    assert "guide/configuration/#port" in _text(found)
+
+    # ask_docs: the cited answer; every citation's link highlights the passage
+    asked = await session.call_tool("ask_docs", {"question": "How do I change the port?"})
+    assert not asked.isError, _text(asked)
+    data = asked.structuredContent
+    assert data is not None and not data["abstained"]
+    assert data["answer"] and all(s["citations"] for s in data["answer"])
+    refs = {c["ref"] for c in data["citations"]}
+    assert "guide/configuration/#port" in refs
+    for c in data["citations"]:
+        assert "anchored-hl=" in c["link"] and ":~:text=" in c["link"]
+        assert c["link"].split("?", 1)[0] == c["ref"].split("#", 1)[0]
+    assert "[1]" in _text(asked) and "Sources:" in _text(asked)
+
+    # read_section: the section's whole text by its ref
+    read = await session.call_tool("read_section", {"ref": "guide/configuration/#port"})
+    assert not read.isError
+    assert read.structuredContent is not None
+    assert "dev_addr" in read.structuredContent["text"]
+    assert "--dev-addr" in _text(read)
+    # a citation's link works as a ref too (query and text fragment dropped)
+    link = next(c["link"] for c in data["citations"] if c["ref"] == "guide/configuration/#port")
+    again = await session.call_tool("read_section", {"ref": link})
+    assert not again.isError and again.structuredContent == read.structuredContent
+    page = await session.call_tool("read_section", {"ref": "guide/configuration/"})
+    assert not page.isError and page.structuredContent is not None
+    assert page.structuredContent["ref"].startswith("guide/configuration/#")
+
+    # errors: tool results with isError and a message, the session goes on
+    unknown = await session.call_tool("read_section", {"ref": "guide/nowhere/#x"})
+    assert unknown.isError and "unknown_section" in _text(unknown)
+    bad_k = await session.call_tool("search_docs", {"query": "port", "k": 0})
+    assert bad_k.isError
+    missing = await session.call_tool("ask_docs", {})
+    assert missing.isError and "question" in _text(missing)
+    blank = await session.call_tool("ask_docs", {"question": "   "})
+    assert blank.isError and "question" in _text(blank)
+    outside = await session.call_tool(
+        "ask_docs", {"question": "port?", "include": ["no-such-section/"]}
+    )
+    assert outside.isError
+    wrong_type = await session.call_tool("search_docs", {"query": ["a", "list"]})
+    assert wrong_type.isError
+    still = await session.call_tool("search_docs", {"query": "install with pip", "k": 1})
+    assert not still.isError
+
+
+def test_http_tools_results_and_errors(qa_index: Path, tmp_path: Path) -> None:
+    from anchored_query.querylog import read_records
+
+    log_dir = tmp_path / "questions"
+    app = create_app(_settings(qa_index, tmp_path, question_log=str(log_dir)))
+    with ThreadedServer(app) as srv:
+        _over_http(srv.url + "/mcp", _check_tools)
+        # the /v1 API is unchanged next to it
+        assert httpx.get(srv.url + "/v1/health", timeout=30).status_code == 200
+    # the question log has the one answered ask_docs call (written at shutdown)
+    asks = list(read_records(str(log_dir), "asks"))
+    assert [a["question"] for a in asks] == ["How do I change the port?"]
+
+
+def test_http_works_without_the_lifespan(qa_index: Path, tmp_path: Path) -> None:
+    """Mangum runs the app with lifespan="off": /mcp must not need it."""
+    app = create_app(_settings(qa_index, tmp_path))
+
+    async def check(session: ClientSession) -> None:
+        listed = await session.list_tools()
+        assert {t.name for t in listed.tools} == TOOLS
+        found = await session.call_tool("search_docs", {"query": "port"})
+        assert not found.isError
+
+    with ThreadedServer(app, lifespan="off") as srv:
+        _over_http(srv.url + "/mcp", check)
+
+
+def test_http_rate_limited_is_a_tool_error(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(_settings(qa_index, tmp_path, rate_limit_per_min=2))
+
+    async def check(session: ClientSession) -> None:
+        await session.list_tools()  # not counted: no index work
+        for _ in range(2):
+            assert not (await session.call_tool("search_docs", {"query": "port"})).isError
+        limited = await session.call_tool("ask_docs", {"question": "How do I change the port?"})
+        assert limited.isError
+        assert "rate_limited" in _text(limited) and "retry after" in _text(limited)
+
+    with ThreadedServer(app) as srv:
+        _over_http(srv.url + "/mcp", check)
+        # the same limit as /v1: the tool calls used it up
+        assert httpx.get(srv.url + "/v1/search?q=port", timeout=30).status_code == 429
+
+
+def test_http_no_index_is_a_tool_error(tmp_path: Path) -> None:
+    app = create_app(_settings(tmp_path / "missing-index", tmp_path))
+
+    async def check(session: ClientSession) -> None:
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        for name, args in (
+            ("search_docs", {"query": "port"}),
+            ("ask_docs", {"question": "How do I change the port?"}),
+            ("read_section", {"ref": "guide/configuration/#port"}),
+        ):
+            result = await session.call_tool(name, args)
+            assert result.isError, name
+            assert "Traceback" not in _text(result)
+
+    with ThreadedServer(app) as srv:
+        _over_http(srv.url + "/mcp", check)
+
+
+def test_http_body_limit_and_plain_http(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(_settings(qa_index, tmp_path, max_body_bytes=2048))
+    headers = {"Accept": "application/json, text/event-stream"}
+    with ThreadedServer(app) as srv:
+        big = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "y" * 4000}}
+        response = httpx.post(srv.url + "/mcp", json=big, headers=headers, timeout=30)
+        assert response.status_code == 413
+        # a JSON-RPC request without initialize still answers (stateless: no session)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        response = httpx.post(srv.url + "/mcp", json=listing, headers=headers, timeout=30)
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/json")
+        assert {t["name"] for t in response.json()["result"]["tools"]} == TOOLS
+        assert "mcp-session-id" not in response.headers
+        # a form post (a browser's cross-site simple request) is refused
+        form = httpx.post(
+            srv.url + "/mcp",
+            content=json.dumps(listing),
+            headers={**headers, "Content-Type": "text/plain"},
+            timeout=30,
+        )
+        assert form.status_code >= 400
+
+
+def test_stdio_tools_results_and_errors(qa_index: Path, tmp_path: Path) -> None:
+    _over_stdio(qa_index, tmp_path, _check_tools)
+
+
+def test_stdio_no_index_is_a_tool_error(tmp_path: Path) -> None:
+    async def check(session: ClientSession) -> None:
+        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        result = await session.call_tool("search_docs", {"query": "port"})
+        assert result.isError and "Traceback" not in _text(result)
+
+    _over_stdio(tmp_path / "missing-index", tmp_path, check)
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_cli_lists_the_command(flag: str) -> None:
+    from plugin.cli import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["mcp", flag])
