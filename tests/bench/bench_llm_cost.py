@@ -77,7 +77,7 @@ def real_ratio() -> tuple[float, float, int]:
         entry = json.loads(path.read_text("utf-8"))
         usage = json.loads(entry["raw"]).get("usage") or {}
         messages = entry["request"]["messages"]
-        if usage.get("prompt_tokens") and "passages" in json.dumps(messages):
+        if usage.get("prompt_tokens") and "<passages>" in json.dumps(messages):
             ratios.append(usage["prompt_tokens"] / estimated(messages))
             outputs.append(usage.get("completion_tokens") or 0)
     if not ratios:
@@ -123,11 +123,16 @@ def main(argv: list[str] | None = None) -> int:
         f"the real/estimated ratio of {replies} real replies)"
     )
     print(f"output tokens per ask: {out_tokens:.0f} (mean of the real replies)\n")
-    print(f"| model (USD per 1M in / out, read {READ_ON}) | per 1,000 answers | source |")
-    print("|---|---|---|")
+    cap = Settings.from_env({"ANCHORED_INDEX": "x"}).llm_max_output_tokens
+    print(
+        f"| model (USD per 1M in / out, read {READ_ON}) | per 1,000 answers "
+        f"| with {cap} tokens out (the cap) | source |"
+    )
+    print("|---|---|---|---|")
     for name, p_in, p_out, source in PRICES:
         cost = (tokens_in * p_in + out_tokens * p_out) / 1000
-        print(f"| {name} (${p_in:g} / ${p_out:g}) | ${cost:.2f} | {source} |")
+        worst = (tokens_in * p_in + cap * p_out) / 1000
+        print(f"| {name} (${p_in:g} / ${p_out:g}) | ${cost:.2f} | ${worst:.2f} | {source} |")
     return 0
 
 
