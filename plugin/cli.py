@@ -1,4 +1,4 @@
-"""The ``anchored`` command line: serve, index, ask, search, publish, rollback, eval."""
+"""The ``anchored`` command line: serve, index, ask, search, publish, rollback, eval, report."""
 
 from __future__ import annotations
 
@@ -198,6 +198,58 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _day(value: str | None) -> Any:
+    from datetime import date
+
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise SystemExit(f"anchored report: {value!r} is not a date (YYYY-MM-DD)") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from anchored_query.report import cluster_gaps, collect, index_outline, threshold_for
+    from anchored_query.report_html import render_html, render_markdown
+
+    report = collect(args.log, since=_day(args.since), until=_day(args.until))
+    embedder = None
+    threshold = args.cluster_threshold
+    if args.index and (args.index.startswith("s3://") or Path(args.index).is_dir()):
+        engine = _engine(args.index)
+        try:
+            loaded = engine.current()
+            report.pages, report.sections = index_outline(loaded.index.chunks)
+            embedder = loaded.retriever.embedder
+            if threshold is None:
+                threshold = threshold_for(loaded.index.manifest["model"]["name"])
+            cluster_gaps(report, embedder, threshold=threshold)
+        finally:
+            engine.close()
+    else:
+        cluster_gaps(report, None)
+    data = report.to_json()
+    if args.out:
+        Path(args.out).write_text(render_html(data), encoding="utf-8")
+    for flag, text in (
+        (args.markdown, render_markdown(data) if args.markdown else ""),
+        (args.json, json.dumps(data, ensure_ascii=False, indent=2) + "\n" if args.json else ""),
+    ):
+        if flag == "-":
+            sys.stdout.write(text)
+        elif flag:
+            Path(flag).write_text(text, encoding="utf-8")
+    log_ = data["log"]
+    print(
+        f"{data['questions']} questions, {len(data['coverage_gaps'])} coverage gaps; read "
+        f"{log_['objects']} objects (skipped {log_['skipped_objects']} unreadable, "
+        f"{log_['skipped_records']} foreign records)" + (f"; wrote {args.out}" if args.out else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from anchored_query.app import create_app
@@ -354,6 +406,19 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--from-log", metavar="LOG", help="question log (folder or s3://): export")
     s.add_argument("--labels", help="with --from-log: labelled JSONL -> golden questions")
     s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("report", help="the question log for a period: HTML, Markdown, JSON")
+    s.add_argument("log", help="question log: a folder or s3://bucket/prefix")
+    s.add_argument("--since", help="first day (YYYY-MM-DD, UTC)")
+    s.add_argument("--until", help="last day (YYYY-MM-DD, UTC), included")
+    s.add_argument("--out", default="report.html", help="HTML page to write ('' for none)")
+    s.add_argument("--markdown", metavar="FILE", help="a Markdown summary ('-': stdout)")
+    s.add_argument("--json", metavar="FILE", help="everything as JSON ('-': stdout)")
+    s.add_argument(
+        "--index", default=DEFAULT_INDEX, help="the index: its embedder groups gaps, its pages"
+    )
+    s.add_argument("--cluster-threshold", type=float, default=None, help="cosine (0-1)")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("model", help="list embedding models, or install the multilingual one")
     s.add_argument("action", choices=["list", "install"])
