@@ -27,6 +27,7 @@ text.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -47,6 +48,8 @@ from anchored_query.errors import QueryError
 from anchored_query.querylog import QuestionLog, ask_record
 from anchored_query.settings import Settings
 from anchored_query.validation import parse_ask, parse_search
+
+log = logging.getLogger("anchored.query")
 
 # An async check that raises QueryError (429) when the caller is over the rate limit.
 Limiter = Callable[[Request], Awaitable[None]]
@@ -115,6 +118,9 @@ def build_server(
             return await anyio.to_thread.run_sync(fn, *args)
         except QueryError as exc:
             raise _public(exc) from None
+        except Exception:  # as /v1's on_crash: logged here, no internal text to the caller
+            log.exception("unexpected error in an MCP tool")
+            raise ToolError("internal: something went wrong on our side") from None
 
     @server.tool(
         name="search_docs",
