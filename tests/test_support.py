@@ -74,7 +74,7 @@ def test_semantic_support_on_the_labels() -> None:
     assert support is not None
     predicted = [kept(s, p, support) for s, p, _ in rows]
     precision, recall = precision_recall(predicted, [g for *_, g in rows])
-    # measured: 1.00 / 0.96
+    # measured: 0.96 / 0.92
     assert precision >= 0.9 and recall >= 0.9
 
 

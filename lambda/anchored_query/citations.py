@@ -45,6 +45,7 @@ from anchored_query.markers import canonical_markers, marker_numbers, take_foote
 from anchored_query.sentences import CITATION_MARKER, outside_code, sentence_spans
 from anchored_query.support import (
     LEXICAL_FLOOR,
+    LEXICAL_WEIGHT,
     STRICT_MARGIN,
     SUPPORT_MIN,
     Support,
@@ -243,7 +244,7 @@ def verify(
     for a passage found only by searching the context). The score is the
     lexical support, or with ``support`` — ``(sentence_text, passage) ->
     0..1``, see :func:`anchored_query.support.make_support`; NaN is no opinion
-    — its mean with the best semantic support over the passages. Plain
+    — its weighted mean with the best semantic support over the passages. Plain
     :class:`AnswerSentence` items (the extractive answerer's) are each their
     own paragraph.
     """
@@ -456,7 +457,7 @@ class _Checker:
             return None
         if lexical is None or semantic is None:
             return lexical, lexical if lexical is not None else semantic  # type: ignore[return-value]
-        return lexical, (lexical + semantic) / 2
+        return lexical, LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * semantic
 
     def best(self, item: _Item, exclude: set[int]) -> int | None:
         """The context passage that best supports the sentence under the strict test."""

@@ -113,14 +113,19 @@ def main() -> None:
             sem = [sup.rescale(c, lo, 1.0) for c in cos]
             for t in (0.6, 0.65, 0.7, 0.75):
                 pred = [
-                    f and x >= sup.LEXICAL_FLOOR and (x + m) / 2 >= t
+                    f
+                    and x >= sup.LEXICAL_FLOOR
+                    and sup.LEXICAL_WEIGHT * x + (1 - sup.LEXICAL_WEIGHT) * m >= t
                     for f, x, m in zip(facts_ok, lexical, sem, strict=True)
                 ]
                 is_shipped = (
                     shipped and math.isclose(lo, shipped[0]) and math.isclose(t, sup.SUPPORT_MIN)
                 )
                 mark = " <- shipped" if is_shipped else ""
-                report(f"{name}: mean(lexical, rescale(cos, {lo}, 1)) >= {t}{mark}", pred)
+                report(
+                    f"{name}: weighted(lex, rescale(cos, {lo}, 1)) >= {t}{mark}",
+                    pred,
+                )
 
 
 if __name__ == "__main__":
