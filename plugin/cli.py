@@ -274,6 +274,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env["ANCHORED_INDEX"] = str(index_dir)
     env.setdefault("ANCHORED_FEEDBACK", str(Path(index_dir).parent / "feedback"))
     env.setdefault("ANCHORED_REFRESH_S", "0")
+    if args.question_log:  # the question log (off unless asked for): site/owners.md
+        env["ANCHORED_QUESTION_LOG"] = str(Path(args.question_log).resolve())
     settings = Settings.from_env(env)
     app = create_app(settings, site_dir=site_dir)
     print(f"Serving {config.site_name} with the ask box on http://{args.host}:{args.port}/")
@@ -350,6 +352,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-f", "--config-file", default="mkdocs.yml")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--question-log", metavar="DIR", help="log questions to this folder")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("index", help="index an already-built static site")
