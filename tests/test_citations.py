@@ -583,3 +583,15 @@ def test_what_the_docs_cover_after_a_disclaimer_is_part_of_the_refusal() -> None
         "with mkdocs gh-deploy [9]."
     )
     assert result.abstained
+
+
+def test_chinese_sentence_about_an_english_page_needs_facts_or_a_multilingual_model() -> None:
+    # recorded reply anchored-19: names shared with the page say nothing of the claim
+    wrong = "可以使用 dev_addr，但不能使用 mkdocs serve。"
+    assert check(wrong).sentences == []
+    cited = "默认地址是 127.0.0.1:8000 [3]。"
+    assert [s.citations for s in check(cited).sentences] == [[3]]
+    assert check("开发服务器可以换地址 [3]。").sentences == []  # cited, but no fact to check
+    sentences = parse_answer("开发服务器可以换地址 [3]。")
+    assert verify(sentences, CONTEXT, support=lambda s, p: 0.9).sentences  # multilingual
+    assert not verify(sentences, CONTEXT, support=lambda s, p: 0.1).sentences

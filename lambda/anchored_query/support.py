@@ -13,7 +13,10 @@ tests, each cheap and each documented with its threshold:
   only in the passage's title or heading path counts half: a heading names a
   topic, the body says something about it. Terms of another script than the
   passage (a Chinese sentence about an English page) are left out; a sentence
-  with no comparable terms gets ``None`` (the test does not apply).
+  with fewer than half of its terms comparable gets ``None`` (the test does not
+  apply). Without a test that applies, only a sentence that cites the passage
+  itself and has checkable facts (all found) is kept: with an English-only
+  embedding model, Chinese sentences about an English site are kept only then.
 * **Value pairing** (:func:`pairing_conflicts`): where the sentence pairs a
   value with a thing in one clause ("`navigation_depth` defaults to 4 in
   readthedocs") and a passage pairs that value with another thing the
@@ -137,11 +140,13 @@ def lexical_support(terms: set[str], body: set[str], heading: set[str]) -> float
     """Share of ``terms`` found in a passage's ``body`` terms (``heading`` terms count half).
 
     Terms in a script the passage does not use at all (CJK against a page
-    without CJK, or the reverse) are not compared; ``None`` when none remain.
+    without CJK, or the reverse) are not compared; ``None`` (the test does not
+    apply) when fewer than half of the terms remain: the names a Chinese sentence
+    shares with an English page say nothing about what it claims of them.
     """
     body_cjk = any(_is_cjk_term(t) for t in body)
     comparable = {t for t in terms if _is_cjk_term(t) == body_cjk}
-    if not comparable:
+    if not comparable or len(comparable) * 2 < len(terms):
         return None
     score = sum(1.0 if _found(t, body) else 0.5 if _found(t, heading) else 0.0 for t in comparable)
     return score / len(comparable)
@@ -363,7 +368,7 @@ def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support 
     :class:`build_index.index_format.Index`), or with the embedded passage text
     when the index has none. The best cosine is
     put on a common 0..1 scale by :data:`SEMANTIC_SCALE`. Returns NaN ("no
-    opinion") for a CJK sentence when the model is not multilingual.
+    opinion") for a sentence with CJK words when the model is not multilingual.
     """
     scale = SEMANTIC_SCALE.get(model)
     if scale is None:
@@ -379,7 +384,7 @@ def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support 
         return embedder.embed_passages([passage.text or passage.highlight])
 
     def support(sentence: str, passage: Passage) -> float:
-        if not multilingual and _mostly_cjk(sentence):
+        if not multilingual and _has_cjk_words(sentence):
             return math.nan
         vec = sentence_vectors.get(sentence)
         if vec is None:
@@ -416,6 +421,8 @@ def rescale(cosine: float, low: float, high: float) -> float:
     return min(1.0, max(0.0, (cosine - low) / max(1e-9, high - low)))
 
 
-def _mostly_cjk(text: str) -> bool:
+def _has_cjk_words(text: str) -> bool:
+    """A fifth of the letters or more are CJK: an English-only model reads noise
+    ("支持的模型服务包括 OpenAI 和 Bedrock" is half Latin letters, all of them names)."""
     letters = [c for c in text if c.isalpha()]
-    return bool(letters) and sum(is_cjk(c) for c in letters) * 2 > len(letters)
+    return bool(letters) and sum(is_cjk(c) for c in letters) * 5 >= len(letters)
