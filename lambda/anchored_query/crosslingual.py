@@ -60,6 +60,7 @@ __all__ = [
 
 MAX_SENSES: Final = 3  # senses glossed per word
 MAX_WORD: Final = 8  # longest headword tried by the segmenter
+MAX_GLOSSED: Final = 16  # Chinese words glossed per question (bounds the sense choice's work)
 AGREE: Final = 0.7  # cosine of a question and its gloss for an embedder that relates them
 CJK_SHARE: Final = 0.2  # an index with fewer of its postings in CJK terms is "not CJK"
 _COMPUTING: Final = ("(computing)", "(computer)", "(software)", "(internet)", "(network)")
@@ -257,16 +258,20 @@ def gloss(
         return ""
     items: list[list[list[str]]] = []  # per question word: its candidate senses
     glossed = False
+    glossed_words = 0
     pos = 0
     for match in _HAN.finditer(question):
         items += [[[w]] for w in _ASCII_WORD.findall(question[pos : match.start()])]
         for word in d.segment(match.group()):
+            if glossed_words >= MAX_GLOSSED:
+                break
             senses = d.senses_of(word)
             if bm25 is not None:
                 senses = [k for k in ([w for w in s if _used(w, bm25.vocab)] for s in senses) if k]
             if senses:
                 items.append(senses)
                 glossed = True
+                glossed_words += 1
         pos = match.end()
     items += [[[w]] for w in _ASCII_WORD.findall(question[pos:])]
     if not glossed:
