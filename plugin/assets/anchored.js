@@ -127,9 +127,31 @@ function markEntry(on) {
   history.replaceState(state, '');
 }
 
+// Material's instant navigation overwrites history.state (scroll offsets), so a citation to
+// another page also notes the page it leaves; coming back to it through history reopens too.
+const LEFT = 'anchored:left';
+let traversed = (performance.getEntriesByType?.('navigation')[0] || {}).type === 'back_forward';
+
+function leaving() {
+  try {
+    sessionStorage.setItem(LEFT, location.pathname);
+  } catch {
+    /* no storage: only history.state remembers */
+  }
+}
+
 function reopenIfMarked() {
-  if (!(history.state && history.state[BACK])) return;
-  markEntry(false);
+  const flagged = !!(history.state && history.state[BACK]);
+  let back = false;
+  try {
+    back = traversed && sessionStorage.getItem(LEFT) === location.pathname;
+    if (back) sessionStorage.removeItem(LEFT);
+  } catch {
+    back = false;
+  }
+  traversed = false;
+  if (!flagged && !back) return;
+  if (flagged) markEntry(false);
   clear();
   openDialog();
 }
@@ -142,6 +164,7 @@ function navigate(citation, href, event) {
     // Another page: the link navigates (a reload, or Material's instant navigation, which
     // keeps this dialog in the DOM), so get the dialog out of the way of the passage.
     if (dialog) dialog.close(false);
+    leaving();
     return;
   }
   event.preventDefault();
@@ -152,8 +175,15 @@ function navigate(citation, href, event) {
   showPassage(specFor(citation.highlight || citation.passage), anchorOf(u.hash), true);
 }
 
-addEventListener('popstate', () => setTimeout(reopenIfMarked)); // after the theme's own handler
-addEventListener('pageshow', (e) => e.persisted && reopenIfMarked()); // back from the cache
+addEventListener('popstate', () => {
+  traversed = true;
+  setTimeout(reopenIfMarked); // after the theme's own handler
+});
+addEventListener('pageshow', (e) => {
+  if (!e.persisted) return; // back from the cache
+  traversed = true;
+  reopenIfMarked();
+});
 
 // ---- ordinary search as the fallback when the API is down
 function searchHref(q) {

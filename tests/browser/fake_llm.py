@@ -8,10 +8,10 @@ It answers like a well-behaved model, from the prompt it is sent:
 
 - the query-rewrite call (no ``<passages>`` in the prompt): the standalone
   question (the earlier question of the conversation, if any, and this one);
-- a question mentioning "markup": one sentence quoting the notes passage with
-  markup of its own, ``<img src=x onerror=window.__xss=3>``, citing that
-  passage (it passes citation checks, so it reaches the reader; the widget
-  must show it as text);
+- a question mentioning "markup": one sentence quoting the notes passage's
+  markup as inline code, ``<img src=x onerror=alert(1)>``, citing that passage
+  (the passage holds it, so it passes verification and reaches the reader; the
+  widget must show it as text inside a ``<code>`` element);
 - anything else: the first sentence of each of the first two passages, cited
   (``fakes.quote_passages(k=2)``).
 
@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fakes import FakeOpenAIServer, RecordedRequest, Reply, quote_passages
 
-XSS_REPLY = "Our team writes <img src=x onerror=window.__xss=3> in examples to test escaping [{n}]."
+XSS_REPLY = "Our team writes `<img src=x onerror=alert(1)>` in examples to test escaping [{n}]."
 _QUESTION = re.compile(r"<question>\s*(.*?)\s*</question>", re.S)
 _CONVERSATION = re.compile(r"<conversation>\s*(.*?)\s*</conversation>", re.S)
 _MARK = re.compile(r"(?m)^\[(\d+)\][^\n]*\n")

@@ -205,6 +205,11 @@ test("Material's instant navigation: the widget follows page swaps without reloa
   assert.equal(new URL(page.url()).search, '');
   assert.ok(await page.locator('dialog.anchored-dialog').evaluate((d) => !d.open), 'dialog out of the way');
   assert.equal(await page.locator('.anchored-open').count(), 1);
+  // Back: Material swaps the previous page in again, and the conversation is showing.
+  await page.goBack();
+  await page.waitForFunction((p) => location.pathname.endsWith(p), PAGE);
+  await page.waitForSelector('dialog.anchored-dialog[open] .anchored-turn .anchored-chip');
+  assert.equal(await page.evaluate(() => window.__stay), 'same document');
   assert.deepEqual(page.errors, []);
   await page.context().close();
 });
