@@ -32,29 +32,18 @@ statement as part of the refusal — the answer is an abstention.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from anchored_query.facts import Claim, Haystack, claims
+from anchored_query.checking import Checker, Item, attribute
+from anchored_query.facts import Claim
 from anchored_query.links import citation_link
 from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
 from anchored_query.markers import canonical_markers, marker_numbers, take_footers
 from anchored_query.sentences import CITATION_MARKER, outside_code, sentence_spans
-from anchored_query.support import (
-    LEXICAL_FLOOR,
-    LEXICAL_WEIGHT,
-    STRICT_MARGIN,
-    SUPPORT_MIN,
-    Support,
-    content_terms,
-    lexical_support,
-    pairing_conflicts,
-    quotes_a_quotation,
-    restates_headings,
-)
+from anchored_query.support import Support, restates_headings
 from anchored_query.types import AnswerSentence, Passage
 
 __all__ = [
@@ -248,9 +237,19 @@ def verify(
     :class:`AnswerSentence` items (the extractive answerer's) are each their
     own paragraph.
     """
-    checker = _Checker(passages, support)
+    checker = Checker(passages, support)
     usable = checker.usable
-    items = [_Item.of(i, s, usable) for i, s in enumerate(sentences)]
+    items = [
+        Item.of(
+            i,
+            s,
+            usable,
+            paragraph=s.paragraph if isinstance(s, ParsedSentence) else -1 - i,
+            footer=s.footer if isinstance(s, ParsedSentence) else (),
+            no_coverage=_NO_COVERAGE.search(s.text) is not None,
+        )
+        for i, s in enumerate(sentences)
+    ]
     invalid: list[int] = []
     for item in items:
         invalid.extend(n for n in item.sentence.citations if n not in usable and n not in invalid)
@@ -288,7 +287,7 @@ def verify(
         if _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
-        found, failure = _attribute(item, items, checker, decided)
+        found, failure = attribute(item, items, checker, decided)
         if found:
             decided[i] = found
             attributed.add(i)
@@ -325,151 +324,6 @@ def verify(
         invalid_citations=invalid,
         attributed=len(attributed & set(decided)),
     )
-
-
-@dataclass
-class _Item:
-    index: int
-    sentence: AnswerSentence
-    own: list[int]
-    paragraph: int
-    footer: tuple[int, ...]
-    claims: list[Claim]
-    terms: set[str]
-    is_code: bool
-    no_coverage: bool
-
-    @classmethod
-    def of(cls, index: int, sentence: AnswerSentence, usable: Collection[int]) -> _Item:
-        parsed = sentence if isinstance(sentence, ParsedSentence) else None
-        text = sentence.text
-        is_code = text.startswith(("```", "~~~"))
-        return cls(
-            index=index,
-            sentence=sentence,
-            own=[n for n in dict.fromkeys(sentence.citations) if n in usable],
-            paragraph=parsed.paragraph if parsed else -1 - index,
-            footer=parsed.footer if parsed else (),
-            claims=claims(text),
-            terms=content_terms(_code_body(text) if is_code else text),
-            is_code=is_code,
-            no_coverage=not is_code and _NO_COVERAGE.search(text) is not None,
-        )
-
-
-def _attribute(
-    item: _Item, items: list[_Item], checker: _Checker, decided: Mapping[int, list[int]]
-) -> tuple[list[int], str]:
-    """Citations for a sentence without its own: the first candidate that supports it.
-
-    Candidates in order: the markers of its paragraph (later sentences first, then
-    earlier), its neighbours' citations (their own or already attributed), the
-    footer's passages one by one, then the best passage of the context (strict).
-    """
-    same = [o for o in items if o.paragraph == item.paragraph and o.own and o is not item]
-    after = [o for o in same if o.index > item.index]
-    before = [o for o in reversed(same) if o.index < item.index]
-    groups: list[list[int]] = [o.own for o in (*after, *before)]
-    for j in (item.index - 1, item.index + 1):
-        if 0 <= j < len(items):
-            cited = items[j].own or decided.get(j, [])
-            if cited:
-                groups.append(list(cited))
-    groups.extend([n] for n in item.footer if n in checker.usable)
-    tried: set[tuple[int, ...]] = set()
-    first_failure = ""
-    for group in groups:
-        if tuple(group) in tried:
-            continue
-        tried.add(tuple(group))
-        failure = checker.check(item, group, strict=False)
-        if failure is None:
-            return group, ""
-        first_failure = first_failure or f"attributed to {group}: {failure}"
-    best = checker.best(item, exclude={n for g in tried for n in g})
-    if best is not None:
-        return [best], ""
-    return [], first_failure or "no citation and no passage in context supports it"
-
-
-class _Checker:
-    def __init__(self, passages: Mapping[int, Passage], support: Support | None) -> None:
-        self.passages = passages
-        self.support = support
-        self.usable = [n for n, p in passages.items() if not p.excluded]
-        self.shown = [passages[n] for n in self.usable]
-        self._haystacks: dict[int, Haystack] = {}
-        self._terms: dict[int, tuple[set[str], set[str]]] = {}
-
-    def haystack(self, n: int) -> Haystack:
-        if n not in self._haystacks:
-            self._haystacks[n] = Haystack(self.passages[n])
-        return self._haystacks[n]
-
-    def terms(self, n: int) -> tuple[set[str], set[str]]:
-        if n not in self._terms:
-            p = self.passages[n]
-            body = content_terms(p.text + "\n" + p.highlight)
-            self._terms[n] = (body, content_terms(" ".join([p.title, *p.heading_path])))
-        return self._terms[n]
-
-    def lexical(self, item: _Item, group: Sequence[int]) -> float | None:
-        body: set[str] = set()
-        heading: set[str] = set()
-        for n in group:
-            b, h = self.terms(n)
-            body |= b
-            heading |= h
-        return lexical_support(item.terms, body, heading)
-
-    def semantic(self, item: _Item, group: Sequence[int]) -> float | None:
-        if self.support is None or item.is_code:
-            return None
-        scores = [self.support(item.sentence.text, self.passages[n]) for n in group]
-        scores = [s for s in scores if not math.isnan(s)]
-        return max(scores) if scores else None
-
-    def check(self, item: _Item, group: Sequence[int], *, strict: bool) -> str | None:
-        """None when ``group`` supports the sentence, else why not."""
-        missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
-        if missing:
-            return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
-        if all(quotes_a_quotation(item.sentence.text, self.passages[n]) for n in group):
-            return f"only repeats a quotation of {list(group)}"
-        conflicts = pairing_conflicts(item.sentence.text, [self.passages[n] for n in group])
-        if conflicts:
-            return f"values paired differently in {list(group)}: {', '.join(conflicts)}"
-        score = self.score(item, group)
-        if score is None:
-            return None if item.claims and not strict else "no test of support applies"
-        lexical, value = score
-        need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
-        if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
-            return f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
-        return None
-
-    def score(self, item: _Item, group: Sequence[int]) -> tuple[float | None, float] | None:
-        """(lexical support, support score) of ``group`` for the sentence; None when
-        neither test applies (a Chinese sentence on an English page, no embedder)."""
-        lexical = self.lexical(item, group)
-        semantic = self.semantic(item, group)
-        if lexical is None and semantic is None:
-            return None
-        if lexical is None or semantic is None:
-            return lexical, lexical if lexical is not None else semantic  # type: ignore[return-value]
-        return lexical, LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * semantic
-
-    def best(self, item: _Item, exclude: set[int]) -> int | None:
-        """The context passage that best supports the sentence under the strict test."""
-        ranked = []
-        for n in self.usable:
-            lexical = self.lexical(item, [n])
-            if n not in exclude and lexical is not None and lexical >= LEXICAL_FLOOR:
-                ranked.append((lexical, -n, n))
-        for _, _, n in sorted(ranked, reverse=True)[:5]:
-            if self.check(item, [n], strict=True) is None:
-                return n
-        return None
 
 
 def renumber(
@@ -583,11 +437,6 @@ def _merge(first: list[int], second: list[int]) -> list[int]:
 def _may_stand_uncited(text: str, claims: list[Claim]) -> bool:
     """A no-coverage statement may name what is missing but not assert numbers."""
     return len(text) <= 200 and all(c.kind != "number" for c in claims)
-
-
-def _code_body(text: str) -> str:
-    body = text.split("\n", 1)[1] if "\n" in text else ""
-    return re.sub(r"\n[ \t]*(?:`{3,}|~{3,})[ \t]*$", "", body)
 
 
 def _preview(text: str) -> str:
