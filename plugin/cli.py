@@ -55,6 +55,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     )
     for warning in report.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    if args.inject:  # the ask box into the built pages (plugin/inject.py)
+        from mkdocs_anchored.inject import inject_from_args
+
+        print(inject_from_args(site_dir, args.endpoint, args.title, args.starter))
     return 0
 
 
@@ -368,6 +372,10 @@ def parser() -> argparse.ArgumentParser:
         metavar="STORE",
         help="s3://bucket/prefix or an index folder: reuse its vectors for unchanged chunks",
     )
+    s.add_argument("--inject", action="store_true", help="also put the ask box into the pages")
+    s.add_argument("--endpoint", default="", help="with --inject: the query function's URL")
+    s.add_argument("--title", default=None, help="with --inject: the ask box's title")
+    s.add_argument("--starter", action="append", default=[], help="with --inject: a question")
     s.set_defaults(func=cmd_index)
 
     for name, func, helptext in (

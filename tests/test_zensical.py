@@ -1,0 +1,150 @@
+"""The ask box on a site the plugin does not run in: ``tests/fixtures/qa-site`` built by
+the real ``zensical`` package (which ignores the anchored plugin), then ``anchored index
+SITE -o INDEX --inject``; the pages carry the plugin's assets and settings, once, and
+the site served with the query function answers from them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from anchored_query.app import create_app
+from anchored_query.settings import Settings
+
+from tests.liveserver import ThreadedServer
+
+QA_SITE = Path(__file__).parent / "fixtures" / "qa-site"
+ANCHORED = str(Path(sys.executable).parent / "anchored")
+CONFIG = re.compile(r'<script id="anchored-config" type="application/json">(.*?)</script>', re.S)
+
+
+def _zensical() -> str:
+    found = shutil.which("zensical", path=str(Path(sys.executable).parent)) or shutil.which(
+        "zensical"
+    )
+    if found is None:
+        pytest.skip("zensical is not installed (pip install zensical)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def zensical_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """qa-site built by ``zensical build``; the project folder (``site/`` inside)."""
+    zensical = _zensical()
+    project = tmp_path_factory.mktemp("zensical") / "project"
+    shutil.copytree(QA_SITE, project)
+    result = subprocess.run(
+        [zensical, "build"], cwd=project, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (project / "site" / "guide" / "configuration" / "index.html").is_file()
+    # Zensical ran no anchored plugin: nothing of the ask box is in the built pages
+    page = (project / "site" / "guide" / "configuration" / "index.html").read_text("utf-8")
+    assert "anchored-config" not in page
+    return project
+
+
+def _index(project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [ANCHORED, "index", "site", "-o", "index", "--cache-dir", "cache", "--inject", *extra],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def _settings_of(page: Path) -> list[dict[str, Any]]:
+    return [json.loads(m.replace("<\\/", "</")) for m in CONFIG.findall(page.read_text("utf-8"))]
+
+
+def test_inject_writes_assets_and_page_settings_once(zensical_site: Path) -> None:
+    site = zensical_site / "site"
+    first = _index(zensical_site, "--endpoint", "https://ask.example.com/", "--starter", "Port?")
+    assert "ask box in" in first.stdout
+    for name in ("anchored.js", "anchored.css", "dialog.js", "text.js"):
+        assert (site / "assets" / "anchored" / name).is_file()
+    pages = {
+        "": site / "index.html",
+        "guide/configuration/": site / "guide" / "configuration" / "index.html",
+        "troubleshooting/": site / "troubleshooting" / "index.html",
+    }
+    for url, path in pages.items():
+        [settings] = _settings_of(path)
+        assert settings["page"] == url
+        assert settings["root"] == "../" * url.count("/")
+        assert settings["endpoint"] == "https://ask.example.com"
+        assert settings["starters"] == ["Port?"]
+        html = path.read_text("utf-8")
+        head = html[: html.index("</head>")]
+        root = settings["root"]
+        assert f'href="{root}assets/anchored/anchored.css"' in head
+        assert f'<script type="module" src="{root}assets/anchored/anchored.js">' in head
+        # the relative asset URL resolves to the copied file
+        assert (path.parent / root / "assets" / "anchored" / "anchored.js").resolve().is_file()
+    assert not _settings_of(site / "404.html")  # not a page (static_site.py's page set)
+
+    # again, with other settings: one block per page, the new settings
+    second = _index(zensical_site, "--title", "Ask Skylark")
+    assert "updated" in second.stdout
+    for path in pages.values():
+        html = path.read_text("utf-8")
+        assert html.count("anchored-config") == 1 and html.count("anchored.js") == 1
+        [settings] = _settings_of(path)
+        assert settings["title"] == "Ask Skylark" and settings["endpoint"] == ""
+    # the index did not take in the injected block (it is in <head>)
+    chunks = (zensical_site / "index" / "chunks.jsonl").read_text("utf-8")
+    assert "anchored-config" not in chunks
+
+
+def test_same_settings_as_the_plugin() -> None:
+    """--inject writes the keys the plugin's widget_settings writes, with its defaults."""
+    from mkdocs_anchored.inject import page_settings, widget_config
+    from mkdocs_anchored.plugin import AnchoredPlugin
+
+    plugin = AnchoredPlugin()
+    plugin.load_config({})
+
+    class Page:
+        url = "guide/install/"
+
+    expected = plugin.widget_settings(Page())
+    assert page_settings(widget_config({}), "guide/install/") == expected
+    with pytest.raises(ValueError, match="widget_timeout"):
+        widget_config({"widget_timeout": 9999})
+
+
+def test_injected_site_served_with_the_query_function(zensical_site: Path, tmp_path: Path) -> None:
+    """The built site plus ``/v1`` on one origin (as ``anchored serve`` serves): the pages,
+    their assets and an answer citing a page of the Zensical site."""
+    site = zensical_site / "site"
+    if not (site / "assets" / "anchored" / "anchored.js").is_file():
+        _index(zensical_site)
+    settings = Settings(
+        index=str(zensical_site / "index"),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+    )
+    with ThreadedServer(create_app(settings, site_dir=site)) as srv:
+        page = httpx.get(srv.url + "/guide/configuration/", timeout=30)
+        assert page.status_code == 200 and "anchored-config" in page.text
+        script = httpx.get(srv.url + "/assets/anchored/anchored.js", timeout=30)
+        assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        answer = httpx.post(
+            srv.url + "/v1/ask", json={"question": "How do I change the port?"}, timeout=60
+        ).json()
+        assert not answer["abstained"]
+        cited = {c["url"] for c in answer["citations"]}
+        assert "guide/configuration/#port" in cited
+        # the cited anchor exists on the Zensical page
+        assert 'id="port"' in page.text
