@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from anchored_query import crosslingual
 from anchored_query.retrieval import Retriever
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import Index, read_index
@@ -139,3 +141,14 @@ def test_the_no_llm_answer_quotes_the_timeout_section_and_refuses_what_the_docs_
     assert "timeout=None" in " ".join(item["text"] for item in answer["answer"])
     pizza = engine.ask(AskRequest(question="附近哪家餐厅的披萨最好吃？", mode="extractive"))
     assert pizza["abstained"]
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF), max_size=60))
+@settings(max_examples=60, deadline=None)
+def test_segmentation_covers_the_run_and_gloss_never_fails(run: str) -> None:
+    d = crosslingual.dictionary()
+    assert d is not None
+    words = d.segment(run)
+    assert "".join(words) == run
+    assert all(len(w) == 1 or w in d.senses for w in words)
+    assert isinstance(crosslingual.gloss(f"mkdocs.yml {run}?"), str)
