@@ -276,7 +276,7 @@ async function openDialog(from) {
   const opener = from || (button && button.isConnected ? button : null);
   if (!dialog) {
     const { createDialog } = await import('./dialog.js');
-    dialog = dialog || createDialog({ cfg, root, page: currentPage, navigate, searchHref, openSearch, closed: () => markEntry(false) });
+    dialog = dialog || createDialog({ cfg, root, page: currentPage, navigate, searchHref, openSearch, closed: () => markEntry(false), leaving });
   }
   dialog.open(opener);
   markEntry(true); // while it is open, this history entry leads back to it

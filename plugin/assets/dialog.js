@@ -32,7 +32,8 @@ function save(turns) {
 
 /**
  * Create the dialog. `env`: {cfg, root: URL, page(): string, navigate(citation, href, event),
- * searchHref(q): string, openSearch(q): boolean, closed(): the reader closed it}. Returns {open(opener), close(), element}.
+ * searchHref(q): string, openSearch(q): boolean, closed(): the reader closed it,
+ * leaving(): a link in an answer takes the reader to another page}. Returns {open(opener), close(), element}.
  */
 export function createDialog(env) {
   const { cfg } = env;
@@ -170,7 +171,9 @@ export function createDialog(env) {
       return u ? u.href : null;
     },
     follow: (e) => {
-      if (!e.defaultPrevented && e.button === 0 && !(e.metaKey || e.ctrlKey || e.shiftKey || e.altKey)) close(false);
+      if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+      close(false);
+      if (env.leaving) env.leaving();
     },
     searchHref: (q) => env.searchHref(q),
     openSearch: (q) => {

@@ -2,7 +2,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, SITE, ask, harnessLog, isHarness, key, launch, newPage, open, until } from './helpers.js';
+import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, SHOTS, SITE, ask, harnessLog, isHarness, key, launch, newPage, open, until } from './helpers.js';
 
 let browser;
 before(async () => {
@@ -502,6 +502,7 @@ for (const width of [1280, 375]) {
       const covered = marks.filter((m) => m.bottom > 0 && m.top < (width < 500 ? 720 : 800) && overlap(m, pill));
       assert.deepEqual(covered, [], `[${c.n}] at ${width} px the pill ${JSON.stringify(pill)} covers marks`);
       if (width < 500) assert.ok(pill.height < 60, `one compact row on a phone: ${pill.height} px`);
+      await page.screenshot({ path: join(SHOTS, `pill-${width}-${c.n}.png`) });
       await page.context().close();
     }
   });
