@@ -38,7 +38,7 @@ def _days_svg(per_day: list[dict[str, Any]]) -> str:
         return '<p class="muted">No questions in this period.</p>'
     width, height, pad = 720, 180, 24
     top = max(d["answered"] + d["refused"] for d in per_day) or 1
-    bar = (width - 2 * pad) / len(per_day)
+    bar = min((width - 2 * pad) / len(per_day), 48.0)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height + 30}" '
         f'width="100%" role="img" aria-label="Questions per day">'
@@ -139,7 +139,7 @@ def render_html(data: dict[str, Any], *, title: str = "Anchored: what readers as
         )
         closest = ", ".join(f"<code>{_e(ref)}</code> ({k})" for ref, k in c["closest_sections"])
         out.append(
-            f"<div class=gap><b>Gap {n}: {c['count']} questions</b> "
+            f"<div class=gap><b>Gap {n}: {c['count']} question{'s' * (c['count'] != 1)}</b> "
             f"<span class=muted>({c['refused']} refused, {c['down_voted']} down-voted, "
             f"{c['distinct_questions']} distinct)</span><ul>{questions}</ul>"
             f"<p>Closest sections: {closest or '–'}</p></div>"
