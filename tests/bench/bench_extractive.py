@@ -33,6 +33,9 @@ Columns, per set and answerer:
 - ask p50 / p95 ms: retrieval plus answer, as the ``/v1/ask`` route does it
   (HTTP excluded), on this machine; CPU p50 ms: the CPU time it took (all
   threads; steadier than wall time on a busy machine).
+
+A last line times the new answerer over a realdocs index scaled up (``--scale
+SITE:N``, default Material to 5,000 chunks; see :func:`scaled_latency`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import baseline_extractive
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.prompt import estimate_tokens
+from anchored_query.query_forms import search_forms
 from anchored_query.retrieval import Ranking, Retriever
 from anchored_query.types import Passage, Turn
 
@@ -180,10 +184,7 @@ def retrieve(
     retriever: Retriever, question: str, history: Sequence[Turn] = ()
 ) -> tuple[list[Passage], Ranking]:
     """The passages and ranking ``/v1/ask`` answers from (variants as the engine makes them)."""
-    variants = [question]
-    last_user = [t.content for t in history if t.role == "user"][-1:]
-    variants += [f"{q} {question}" for q in last_user]
-    hits = retriever.rank(variants)
+    hits = retriever.rank(search_forms(question, history))
     passages = retriever.passages(
         hits,
         token_budget=4000,
@@ -213,8 +214,9 @@ def before(
 def after(
     row: dict[str, Any], passages: list[Passage], hits: Ranking, retriever: Retriever, model: str
 ) -> dict[str, Any]:
+    # As Engine.ask: a Chinese question on English docs is answered by its gloss.
     return answer_extractive(
-        row["question"],
+        hits.gloss or row["question"],
         passages,
         similarity=hits.best_similarity,
         model=model,
@@ -324,6 +326,11 @@ def main() -> None:
     p.add_argument("--rebuild", action="store_true")
     p.add_argument("--dump", default=None, help="write every answer to this JSON Lines file")
     p.add_argument("--model", default="", help="realdocs sites built with this model")
+    p.add_argument(
+        "--scale",
+        default="material:5000",
+        help="SITE:N: also time /v1/ask over SITE's index scaled to N chunks ('' for none)",
+    )
     args = p.parse_args()
 
     names: list[str] = []
@@ -375,6 +382,38 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
+    if args.scale:
+        site, _, size = args.scale.partition(":")
+        print(scaled_latency(site, int(size or 5000), work, args.split, args.model))
+
+
+def scaled_latency(site: str, size: int, work: Path, split: str, model: str = "") -> str:
+    """``/v1/ask`` (extractive) times over ``site``'s index scaled to ``size`` chunks.
+
+    The index is scaled as bench_latency.py scales one (copies of every chunk
+    under new pages, vectors slightly perturbed; BM25 rebuilt); the questions are
+    the site's own (of ``split``). Quality is not scored there: the copies
+    duplicate every gold section.
+    """
+    from bench_latency import scaled_index
+
+    source = index_of(f"realdocs:{site}", work, model=model)
+    index = scaled_index(source, work / f"{site}-{size}", size)
+    retriever, name = load_retriever(index)
+    retriever.rank(["warm up"])
+    times, cpu = [], []
+    for row in load_set(f"realdocs:{site}", split):
+        t0, c0 = time.perf_counter(), time.process_time()
+        passages, hits = retrieve(retriever, row["question"], history_of(row))
+        after(row, passages, hits, retriever, name)
+        times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.process_time() - c0) * 1000)
+    return (
+        f"\n{site} scaled to {len(retriever.index.chunks)} chunks, {len(times)} questions: "
+        f"ask p50 {quantile(times, 0.5):.0f} ms, p95 {quantile(times, 0.95):.0f} ms; "
+        f"CPU p50 {quantile(cpu, 0.5):.0f} ms, p95 {quantile(cpu, 0.95):.0f} ms "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def collect(work: Path, swapped: int, embedding_model: str = "") -> list[Sample]
             history = history_of(row)  # type: ignore[arg-type]
             passages, hits = retrieve(retriever, question, history)
             result = answer_extractively(
-                question,
+                hits.gloss or question,  # as Engine.ask answers a glossed question
                 passages,
                 index=retriever.index,
                 embedder=retriever.embedder,
