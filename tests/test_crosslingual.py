@@ -156,3 +156,13 @@ def test_segmentation_covers_the_run_and_gloss_never_fails(run: str) -> None:
     assert "".join(words) == run
     assert all(len(w) == 1 or w in d.senses for w in words)
     assert isinstance(crosslingual.gloss(f"mkdocs.yml {run}?"), str)
+
+
+def test_a_question_with_no_chinese_word_to_gloss_keeps_bm25_on_its_latin_words(
+    retriever: Retriever,
+) -> None:
+    # Korean has no Han characters: nothing to gloss, and "HTTP/2" must still match.
+    ranking = retriever.rank(["HTTP/2 지원을 켜려면 무엇을 설치해야 하나요?"])
+    assert ranking.gloss == ""
+    top = retriever.index.chunks[ranking[0].row]
+    assert f"{top['page']}#{top['anchor']}" == "install/#extras"

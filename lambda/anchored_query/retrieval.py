@@ -169,7 +169,9 @@ class Retriever:
                     if not rankings or best > ranking.best_similarity:
                         ranking.best_similarity, ranking.query_vector = best, vector
                 fused += _max_normalised(dense)
-            if "bm25" in retrievers and not (cross and crosslingual.has_cjk(text)):
+            # With a gloss (which keeps the question's Latin words), CJK bigrams
+            # would only match the odd Chinese word of English docs.
+            if "bm25" in retrievers and not (ranking.gloss and crosslingual.has_cjk(text)):
                 terms = corrected(self.index.bm25, tokenize(text))  # typos: the index's spelling
                 fused += _max_normalised(self.index.bm25.score(terms))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))
