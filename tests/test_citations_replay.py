@@ -84,7 +84,8 @@ def test_kept_share_rises_over_the_old_verifier(support: Any) -> None:
         kept += sum(1 for s in verified.sentences if s.citations)
         old_kept += sum(1 for s in old.sentences if s.citations)
     assert written > 0
-    # measured on the first recordings (a1, anchored-01, anchored-19): 3 of 6 sentences
-    # kept against 1 before; the three removed are a false disclaimer and the two
-    # Chinese sentences an English-only embedder cannot check (one of them wrong)
-    assert kept > old_kept and kept / written >= 0.4
+    # measured on the first four recordings (a1, anchored-01, anchored-19, mkdocs-01):
+    # 3 of 7 sentences kept with a citation, against 1 before; the others are a false
+    # disclaimer, a refusal, and two Chinese sentences an English-only embedder
+    # cannot check (one of them wrong)
+    assert kept > old_kept
