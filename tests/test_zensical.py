@@ -148,3 +148,50 @@ def test_injected_site_served_with_the_query_function(zensical_site: Path, tmp_p
         assert "guide/configuration/#port" in cited
         # the cited anchor exists on the Zensical page
         assert 'id="port"' in page.text
+
+
+@pytest.mark.browser
+def test_e2e_in_chromium_on_the_zensical_site(zensical_site: Path, tmp_path: Path) -> None:
+    """tests/browser/e2e.test.js (extractive) in real Chromium against the Zensical-built
+    qa-site with the injected ask box, served with the query function on one origin:
+    ask, cite, land, highlight, text-fragment links, follow-up, scope, feedback, markup.
+    ``ANCHORED_ZENSICAL_SHOTS=DIR`` keeps the answer screenshots (the docs' images)."""
+    import os
+
+    from tests.liveserver import AppProcess
+    from tests.test_browser import BROWSER, NODE_PACKAGES, _node_env, _require_browser, _run
+
+    _require_browser()
+    if not all((BROWSER / "node_modules" / p).is_dir() for p in NODE_PACKAGES):
+        pytest.skip("tests/browser/node_modules is missing (test_browser.py installs it)")
+    site = zensical_site / "site"
+    _index(zensical_site)  # the same origin: endpoint ""
+    feedback = tmp_path / "feedback"
+    server = (
+        "import sys, uvicorn; from pathlib import Path; "
+        "from anchored_query.app import create_app; from anchored_query.settings import Settings; "
+        "uvicorn.run(create_app(Settings.from_env(), site_dir=Path(sys.argv[1])), "
+        "host='127.0.0.1', port=int(sys.argv[3]), log_level='warning')"
+    )
+    env = {
+        "ANCHORED_INDEX": str(zensical_site / "index"),
+        "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+        "ANCHORED_FEEDBACK": str(feedback),
+        "ANCHORED_REFRESH_S": "0",
+    }
+    command = [sys.executable, "-c", server, str(site)]  # AppProcess adds --port N
+    with AppProcess(env, command=command, log_file=tmp_path / "server.log") as proc:
+        extra = {"ANCHORED_E2E_DOC_IMAGES": os.environ.get("ANCHORED_ZENSICAL_SHOTS", "")}
+        node_env = _node_env(
+            ANCHORED_TEST_URL=proc.url,
+            ANCHORED_TEST_SITE="/",
+            ANCHORED_E2E="extractive",
+            ANCHORED_E2E_FEEDBACK=str(feedback),
+            ANCHORED_SCREENSHOTS=str(tmp_path / "shots"),
+            **{k: v for k, v in extra.items() if v},
+        )
+        cmd = ["node", "--test", "--test-concurrency=1", "--test-reporter=tap", "e2e.test.js"]
+        code, out = _run(cmd, cwd=BROWSER, env=node_env, timeout=300)
+    assert code == 0, f"e2e.test.js on the Zensical site failed (exit {code}):\n{out}"
+    passed = re.search(r"^# pass (\d+)$", out, re.M)
+    assert passed and int(passed.group(1)) >= 6, out
