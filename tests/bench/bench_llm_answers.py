@@ -720,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-set", type=int, default=2)
     parser.add_argument("--sets", default="anchored,mkdocs,httpx,material")
     parser.add_argument("--offline", action="store_true", help="cached replies only")
+    parser.add_argument(
+        "--cached-answers",
+        action="store_true",
+        help="answers from cached replies only (rescore), the judge may still call the server",
+    )
     parser.add_argument("--no-judge", action="store_true")
     parser.add_argument("--record-fixtures", action="store_true")
     parser.add_argument("--dump", type=Path, help="write every answer and verdict as JSON")
@@ -740,12 +745,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     with context as base_url:
         judge = None if args.no_judge else Judge(base_url, offline=args.offline)
+        answers_offline = args.offline or args.cached_answers
         fixtures = replay_fixtures()
         if fixtures:
             lines += report("anchored, today's prompt (fixtures)", fixtures, judge)
         for qset in question_sets(args.sets.split(","), args.per_set):
             asked = []
-            for a in ask_all(qset, base_url, offline=args.offline):
+            for a in ask_all(qset, base_url, offline=answers_offline):
                 log(f"{qset.name}/{a.qid}: {a.body.get('mode')} {a.latency_s:.0f}s")
                 asked.append(a)
                 if args.export_fixtures:
