@@ -212,22 +212,20 @@ def cluster_gaps(
     else:
         vectors = np.asarray(embedder.embed_passages([g.question for g in gaps]), np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        sums: list[npt.NDArray[np.float32]] = []
+        sums = np.zeros_like(vectors)  # at most one cluster per question
+        centroids = np.zeros_like(vectors)  # the sums, unit length
+        k = 0
         for gap, vec in zip(gaps, vectors, strict=True):
-            best, best_cos = -1, threshold
-            if sums:
-                centroids = np.stack(sums)
-                centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-                cos = centroids @ vec
-                i = int(np.argmax(cos))
-                if cos[i] >= best_cos:
-                    best, best_cos = i, float(cos[i])
-            if best < 0:
+            cos = centroids[:k] @ vec
+            best = int(np.argmax(cos)) if k else -1
+            if best < 0 or cos[best] < threshold:
                 groups.append([gap])
-                sums.append(vec.copy())
+                sums[k] = centroids[k] = vec
+                k += 1
             else:
                 groups[best].append(gap)
                 sums[best] += vec
+                centroids[best] = sums[best] / max(float(np.linalg.norm(sums[best])), 1e-12)
         report.clustered_by = f"meaning (cosine >= {threshold:g})"
     clusters: list[dict[str, Any]] = []
     for group in groups:
