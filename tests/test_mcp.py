@@ -20,6 +20,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
+from s3server import moto_s3  # noqa: F401  # the session's S3 server (moto over HTTP)
 
 from tests.liveserver import ThreadedServer
 
@@ -253,3 +254,70 @@ def test_cli_lists_the_command(flag: str) -> None:
 
     with pytest.raises(SystemExit):
         parser().parse_args(["mcp", flag])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="manylinux wheels")
+def test_lambda_artifact_answers_mcp(
+    qa_index: Path,
+    tmp_path: Path,
+    moto_s3: Any,  # noqa: F811
+) -> None:
+    """The built Lambda artifact (lambda/Makefile, cached by lambda_build.py) answers /mcp
+    through Mangum with lifespan="off": tools/list and a search_docs call, each a
+    function URL event, the index fetched from S3 (moto over HTTP) as on Lambda."""
+    import base64
+    import uuid
+
+    from lambda_build import build_artifact, invoke, lambda_env
+
+    from build_index.publish import publish
+
+    artifact, _ = build_artifact()
+    client = moto_s3.client()
+    bucket = f"anchored-mcp-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    publish(qa_index, f"s3://{bucket}/docs", client=client)
+    template = json.loads(
+        (Path(__file__).parent / "events" / "function-url-search.json").read_text("utf-8")
+    )
+
+    def event(message: dict[str, Any]) -> dict[str, Any]:
+        body = json.dumps(message)
+        headers = {k: v for k, v in template["headers"].items() if k not in ("origin", "referer")}
+        headers.update(
+            {
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "content-length": str(len(body)),
+                "user-agent": "claude-code/2.0",
+            }
+        )
+        http = {**template["requestContext"]["http"], "method": "POST", "path": "/mcp"}
+        return {
+            **template,
+            "rawPath": "/mcp",
+            "rawQueryString": "",
+            "headers": headers,
+            "requestContext": {**template["requestContext"], "http": http},
+            "body": body,
+            "isBase64Encoded": False,
+        }
+
+    call = {"name": "search_docs", "arguments": {"query": "change the port", "k": 2}}
+    events = [
+        event({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        event({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}),
+    ]
+    env = lambda_env(f"s3://{bucket}/docs", moto_s3.endpoint_url, tmp_path / "lambda-tmp")
+    out = invoke(artifact, events, env)
+    replies = []
+    for resp in out["responses"]:
+        assert resp["statusCode"] == 200, resp
+        body = resp["body"]
+        if resp.get("isBase64Encoded"):
+            body = base64.b64decode(body).decode("utf-8")
+        replies.append(json.loads(body))
+    assert {t["name"] for t in replies[0]["result"]["tools"]} == TOOLS
+    result = replies[1]["result"]
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["results"][0]["ref"] == "guide/configuration/#port"
