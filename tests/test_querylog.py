@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -207,3 +208,33 @@ def test_corrupt_partial_and_foreign_objects_are_skipped_and_counted(tmp_path: P
     rows = list(read_records(str(tmp_path), "asks", stats=stats))
     assert [r["question"] for r in rows] == ["kept"]
     assert (stats.objects, stats.skipped_objects, stats.skipped_records) == (4, 2, 3)
+
+
+class StuckSink(LocalSink):
+    """A store that does not answer (a hung S3 connection) until released."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.release = threading.Event()
+
+    def write(self, kind: str, day: str, data: bytes) -> None:
+        self.release.wait(30)
+        super().write(kind, day, data)
+
+
+def test_a_stuck_store_never_delays_or_fails_an_answer(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, str(tmp_path / "log")))
+    qlog = app.state.question_log
+    qlog.batch_max, qlog.flush_s = 1, 0.0  # write (and get stuck) on the first record
+    stuck = qlog.sink = StuckSink(tmp_path / "log")
+    with TestClient(app) as client:
+        first = client.post("/v1/ask", json={"question": ANSWERED})
+        assert first.status_code == 200
+        started = time.perf_counter()
+        for _ in range(3):
+            assert client.post("/v1/ask", json={"question": ANSWERED}).status_code == 200
+        elapsed = time.perf_counter() - started
+        assert qlog.stats.written == 0  # the writer is stuck (for 30 s) ...
+        assert elapsed < 15  # ... and the answers did not wait for it
+        stuck.release.set()
+    assert qlog.stats.written == 4
