@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
+from anchored_query.evidence import gather_evidence
 from anchored_query.extractive import answer_extractively
 from anchored_query.prompt import estimate_tokens
 from anchored_query.quote import guess_language, section_units
@@ -182,6 +183,30 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
     assert payload["abstained"]
     assert payload["answer"] == []
     assert payload["citations"], "a refusal still lists the closest sections"
+
+
+def test_unknown_terms_are_counted_in_the_asking_sentence_only(retriever: Retriever) -> None:
+    question = (
+        "Our zorblax gateway frobnicates quuxworks traffic. How do I set a timeout per request?"
+    )
+
+    def unknown(text: str, focus: str | None = None) -> float:
+        evidence = gather_evidence(
+            text,
+            {},
+            index=retriever.index,
+            question_vector=None,
+            similarity=None,
+            best_lexical=0.0,
+            best_cosine=None,
+            focus=focus,
+        )
+        return evidence.unknown
+
+    assert unknown(question) >= 0.3  # the context sentence's words are not the docs'
+    assert unknown(question, focus="How do I set a timeout per request?") == 0.0
+    assert unknown("whats the timeout per request") == 0.0  # "whats" stems to a stopword
+    assert unknown("how do i set a timout per requst") == 0.0  # the index's spelling fixes them
 
 
 def test_typos_are_corrected_against_the_index_vocabulary(retriever: Retriever) -> None:

@@ -13,7 +13,10 @@ repeating the question's words:
 - ``agreement``: the best dense chunk's BM25 score relative to the best BM25
   score (dense and lexical retrieval point at the same place);
 - ``unknown``: the share of the question's terms the index has never seen
-  (after spelling correction; CJK terms not counted);
+  (a misspelling the index's spelling corrects counts as seen; CJK terms and
+  words that stem to a stopword, "whats", not counted); of a long question,
+  only the terms of its sentence closest to the docs (``focus``), since its
+  other sentences are context the docs need not use;
 - ``lexical`` / ``cosine``: how well the best unit the answerer found matches.
 
 :func:`probability_answerable` is a logistic model over these, fitted per
@@ -36,7 +39,7 @@ import numpy.typing as npt
 
 from anchored_query.spelling import known_terms
 from build_index.index_format import Index
-from build_index.tokenizer import tokenize
+from build_index.tokenizer import STOPWORDS, tokenize
 
 __all__ = ["COEFFICIENTS", "THRESHOLDS", "Evidence", "gather_evidence", "probability_answerable"]
 
@@ -45,15 +48,15 @@ FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical
 # Logistic coefficients (intercept first, then FEATURES) per model; "" is the
 # fallback for a model never calibrated (no dense evidence: lexical only).
 COEFFICIENTS: dict[str, tuple[float, ...]] = {
-    "all-MiniLM-L6-v2": (-4.652, 4.417, 10.019, 1.506, -0.477, -11.008, 0.279, 3.276),
+    "all-MiniLM-L6-v2": (-5.431, 2.941, 10.129, 2.349, 0.019, -11.187, -0.194, 4.839),
     # Fitted on the realdocs sites built with it only (MkDocs, HTTPX, Material:
     # fewer swapped questions than for MiniLM, so a rougher fit).
-    "multilingual-e5-small": (-21.921, 12.600, 3.141, 0.576, 0.849, -17.967, 2.521, 12.586),
+    "multilingual-e5-small": (-26.273, 13.706, 2.593, 4.731, 2.226, -16.186, 1.352, 13.549),
     "": (-2.5, 0.0, 0.0, 3.0, 1.0, -2.0, 3.0, 0.0),
 }
 THRESHOLDS: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.659,
-    "multilingual-e5-small": 0.4844,
+    "all-MiniLM-L6-v2": 0.6532,
+    "multilingual-e5-small": 0.4066,
     "": 0.5,
 }
 _TOP = 20
@@ -86,14 +89,23 @@ def gather_evidence(
     similarity: float | None,
     best_lexical: float,
     best_cosine: float | None,
+    focus: str | None = None,
 ) -> Evidence:
-    """The evidence for ``question`` (``weights``: its terms' IDF, spelling corrected)."""
+    """The evidence for ``question`` (``weights``: its terms' IDF, spelling corrected).
+
+    ``focus``: the sentence of a long question that stands for it (unknown terms
+    are counted there only).
+    """
     sim = similarity if similarity is not None else 0.0
     margin = coverage = agreement = unknown = 0.0
     if index is not None and len(index.chunks):
         # Terms in a script the index may not hold at all (a Chinese question on
         # English docs) say nothing about whether the docs answer it.
-        own = {t for t in tokenize(question) if not _CJK.search(t)}
+        own = {
+            t
+            for t in tokenize(focus or question)
+            if not _CJK.search(t) and t not in STOPWORDS  # "whats" stems to "what"
+        }
         if own:
             known = len(known_terms(index.bm25, sorted(own)))
             unknown = 1.0 - known / len(own)

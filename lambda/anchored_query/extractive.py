@@ -196,10 +196,14 @@ def answer_extractively(
         if _is_label(c.unit):
             c.score *= _LABEL  # "Python version", "Set language": a label, not an answer
     scale = SEMANTIC_SCALES.get(model)
+    focus: str | None = None
     if embedder is not None and index is not None:
-        question_vector, similarity = _focus(question, embedder, index, question_vector, similarity)
+        question_vector, similarity, focus = _focus(
+            question, embedder, index, question_vector, similarity
+        )
+    unit_vectors: npt.NDArray[np.float32] | None = None
     if embedder is not None:
-        _add_semantic(question, scored, sections, embedder, question_vector, scale)
+        unit_vectors = _add_semantic(question, scored, sections, embedder, question_vector, scale)
     best = max(scored, key=lambda c: c.score)
 
     evidence = gather_evidence(
@@ -210,20 +214,27 @@ def answer_extractively(
         similarity=similarity,
         best_lexical=max(c.lexical for c in scored),
         best_cosine=max((c.cosine for c in scored if c.cosine is not None), default=None),
+        focus=focus,
     )
     confidence = probability_answerable(evidence, model)
     earlier = [t.content for t in history if t.role == "user"][-1:]
     if earlier and embedder is not None and index is not None:
         # A follow-up ("and how do I lower that?") is about the turn before it too.
         combined = f"{earlier[0]} {question}"
+        combined_vector = embedder.embed_query(combined)
         follow = gather_evidence(
             combined,
             weights,
             index=index,
-            question_vector=embedder.embed_query(combined),
+            question_vector=combined_vector,
             similarity=None,
             best_lexical=evidence.lexical,
-            best_cosine=evidence.cosine,
+            # The units' match to the question with its context, not to "and that?".
+            best_cosine=(
+                float((unit_vectors @ combined_vector).max())
+                if unit_vectors is not None and len(unit_vectors)
+                else evidence.cosine
+            ),
         )
         if probability_answerable(follow, model) > confidence:
             evidence, confidence = follow, probability_answerable(follow, model)
@@ -266,24 +277,26 @@ def _focus(
     index: Index,
     vector: npt.NDArray[np.float32] | None,
     similarity: float | None,
-) -> tuple[npt.NDArray[np.float32] | None, float | None]:
+) -> tuple[npt.NDArray[np.float32] | None, float | None, str | None]:
     """The vector of the question's sentence closest to the docs, for a long question.
 
     A question written as users write issues is mostly context ("we migrated
     last week and now…"); one of its sentences asks. Each sentence of a long
     question (up to :data:`MAX_PARTS`) is embedded; the one whose closest chunk
     is closest stands for the question when it beats the whole question.
+    Returned: its vector, its best cosine and the sentence (None: the whole).
     """
     parts = [p.strip() for p in _SENTENCE_END.split(question) if len(p.split()) >= 3]
     if len(question.split()) < LONG_QUESTION or len(parts) < 2:
-        return vector, similarity
+        return vector, similarity, None
     best_vector, best = vector, similarity if similarity is not None else -1.0
+    chosen: str | None = None
     for part in parts[-MAX_PARTS:]:  # the asking sentence is usually near the end
         v = embedder.embed_query(part)
         top = float(index.dense_scores(v).max())
         if top > best:
-            best_vector, best = v, top
-    return best_vector, best
+            best_vector, best, chosen = v, top, part
+    return best_vector, best, chosen
 
 
 def _threshold(model: str) -> float:
@@ -395,8 +408,11 @@ def _add_semantic(
     embedder: SentenceEmbedder,
     question_vector: npt.NDArray[np.float32] | None,
     scale: tuple[float, float] | None,
-) -> None:
-    """Cosine of the question and the most promising units, into their scores."""
+) -> npt.NDArray[np.float32]:
+    """Cosine of the question and the most promising units, into their scores.
+
+    Returned: the embedded units' vectors (a follow-up's evidence reuses them).
+    """
     ranked = sorted(scored, key=lambda c: -c.score)
     # The best unit of each section first (the semantic match also reranks sections).
     firsts: dict[int, _Scored] = {}
@@ -409,9 +425,11 @@ def _add_semantic(
     texts = [_embedding_text(c, sections[c.section]) for c in order]
     by_length = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     sims = [0.0] * len(texts)
+    embedded: list[npt.NDArray[np.float32]] = []
     for k in range(0, len(by_length), 2):  # pairs of similar length pad little
         batch = by_length[k : k + 2]
         vectors = embedder.embed_passages([texts[i] for i in batch])
+        embedded += list(vectors)
         for i, x in zip(batch, vectors @ q, strict=True):
             sims[i] = float(x)
     lo, hi = scale if scale is not None else (min(sims) - 1e-6, max(sims) + 1e-6)
@@ -420,6 +438,7 @@ def _add_semantic(
         semantic = _W_SEMANTIC * min(1.0, max(0.0, (sim - lo) / (hi - lo)))
         c.own += semantic
         c.score += semantic
+    return np.stack(embedded) if embedded else np.zeros((0, len(q)), dtype=np.float32)
 
 
 def _is_label(u: Unit) -> bool:
