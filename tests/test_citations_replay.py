@@ -89,3 +89,12 @@ def test_kept_share_rises_over_the_old_verifier(support: Any) -> None:
     # disclaimer, a refusal, and two Chinese sentences an English-only embedder
     # cannot check (one of them wrong)
     assert kept > old_kept
+
+
+def test_unanswerable_questions_end_in_an_abstention(support: Any) -> None:
+    # mkdocs-38 (versioned docs with a selector in plain MkDocs): the model invented
+    # nine sentences of steps, none cited; no passage supports any of them.
+    for fixture in recorded():
+        if fixture["question"].get("answerable") is False:
+            _, _, verified = replay(fixture, support)
+            assert verified.abstained, (fixture["qid"], [s.text for s in verified.sentences])
