@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lambda_build import FORBIDDEN, build_artifact, invoke, lambda_env
+from lambda_build import FORBIDDEN, artifact_sizes, build_artifact, invoke, lambda_env
 from s3server import MotoS3, moto_s3  # noqa: F401  # the session's S3 server
 
 from build_index.publish import publish
@@ -209,3 +209,14 @@ def test_preflight_gets_the_apps_cors_when_it_owns_cors(
     assert resp["statusCode"] == 200, resp
     assert resp["headers"]["access-control-allow-origin"] == "https://docs.example.com"
     assert "POST" in resp["headers"]["access-control-allow-methods"]
+
+
+# Lambda refuses a deployment package over 250 MB unzipped (code and layers together).
+LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
+
+
+def test_artifact_fits_lambdas_size_limit_with_room_to_spare(artifact: Path) -> None:
+    size = artifact_sizes(artifact)["unzipped"]
+    # 10% headroom: a dependency's next release must not break deploys at sam deploy time.
+    assert size < 0.9 * LAMBDA_UNZIPPED_LIMIT, f"{size / 2**20:.0f} MB unzipped"
+    assert not any(artifact.glob("cryptography*")), "cryptography is trimmed (lambda/Makefile)"
