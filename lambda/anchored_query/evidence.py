@@ -48,15 +48,15 @@ FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical
 # Logistic coefficients (intercept first, then FEATURES) per model; "" is the
 # fallback for a model never calibrated (no dense evidence: lexical only).
 COEFFICIENTS: dict[str, tuple[float, ...]] = {
-    "all-MiniLM-L6-v2": (-5.431, 2.941, 10.129, 2.349, 0.019, -11.187, -0.194, 4.839),
+    "all-MiniLM-L6-v2": (-5.544, 0.937, 10.665, 2.225, -0.170, -11.146, -0.130, 7.060),
     # Fitted on the realdocs sites built with it only (MkDocs, HTTPX, Material:
     # fewer swapped questions than for MiniLM, so a rougher fit).
-    "multilingual-e5-small": (-26.273, 13.706, 2.593, 4.731, 2.226, -16.186, 1.352, 13.549),
+    "multilingual-e5-small": (-26.623, 13.572, 2.549, 4.616, 2.161, -16.080, 1.417, 14.140),
     "": (-2.5, 0.0, 0.0, 3.0, 1.0, -2.0, 3.0, 0.0),
 }
 THRESHOLDS: dict[str, float] = {
-    "all-MiniLM-L6-v2": 0.6532,
-    "multilingual-e5-small": 0.4066,
+    "all-MiniLM-L6-v2": 0.6493,
+    "multilingual-e5-small": 0.4053,
     "": 0.5,
 }
 _TOP = 20
