@@ -651,20 +651,34 @@ class ReplayClient:
         return self.completion
 
 
+def fixture_set(fixture: dict[str, Any]) -> str:
+    """The row a fixture is scored in: today's prompt, or the new prompt's set."""
+    if fixture.get("prompt_rev") == PROMPT_REV:
+        return "anchored, today's prompt"
+    return str(fixture["qid"]).rsplit("-", 1)[0]
+
+
 def replay_fixtures() -> list[Asked]:
-    """The recorded fixtures (today's prompt) through the current /v1/ask answer step:
+    """The recorded fixtures through the current /v1/ask answer step:
     the engine's own verification of each recorded reply and its recorded passages."""
     from anchored_query.validation import AskRequest
 
     fixtures = [json.loads(f.read_text("utf-8")) for f in sorted(FIXTURES.glob("*.json"))]
     if not fixtures:
         return []
-    index = anchored_docs_index()
     replay = ReplayClient()
-    engine = Engine(bench_settings(index, "http://127.0.0.1:9/v1"), llm=replay)  # type: ignore[arg-type]
-    loaded = engine.current()
+    engines: dict[Path, Any] = {}
     out = []
     for fx in fixtures:
+        # The index the reply was made on (its IDF and embedder feed the support test).
+        name = fixture_set(fx)
+        index = REALDOCS / name / "index"
+        if not (index / "manifest.json").exists():
+            index = anchored_docs_index()
+        if index not in engines:
+            engine = Engine(bench_settings(index, "http://127.0.0.1:9/v1"), llm=replay)  # type: ignore[arg-type]
+            engines[index] = (engine, engine.current())
+        engine, loaded = engines[index]
         response = fx["response"]
         client = OpenAICompatClient("http://127.0.0.1:9/v1", "", fx["model"])
         completion = client._parse(json.dumps(response).encode(), 200)
@@ -678,7 +692,9 @@ def replay_fixtures() -> list[Asked]:
         except LLMError as exc:
             body = {"mode": "extractive", "fallback": exc.category, "abstained": True}
         call = Call(fx["prompt_sha256"], fx["messages"], completion, "", fx["latency_s"], True)
-        out.append(Asked(fx["qid"], fx["question"], body, 200, 0.0, [call], passages))
+        asked = Asked(fx["qid"], fx["question"], body, 200, 0.0, [call], passages)
+        asked.question = {**fx["question"], "_set": fixture_set(fx)}
+        out.append(asked)
     return out
 
 
@@ -726,6 +742,11 @@ def main(argv: list[str] | None = None) -> int:
         help="answers from cached replies only (rescore), the judge may still call the server",
     )
     parser.add_argument("--no-judge", action="store_true")
+    parser.add_argument(
+        "--recorded-only",
+        action="store_true",
+        help="score only the recorded fixtures (their passages and replies), no new asks",
+    )
     parser.add_argument("--record-fixtures", action="store_true")
     parser.add_argument("--dump", type=Path, help="write every answer and verdict as JSON")
     parser.add_argument(
@@ -747,9 +768,12 @@ def main(argv: list[str] | None = None) -> int:
         judge = None if args.no_judge else Judge(base_url, offline=args.offline)
         answers_offline = args.offline or args.cached_answers
         fixtures = replay_fixtures()
-        if fixtures:
-            lines += report("anchored, today's prompt (fixtures)", fixtures, judge)
-        for qset in question_sets(args.sets.split(","), args.per_set):
+        for name in dict.fromkeys(a.question["_set"] for a in fixtures):
+            group = [a for a in fixtures if a.question["_set"] == name]
+            lines += report(f"{name} (recorded)", group, judge)
+        if args.recorded_only:
+            args.sets = ""
+        for qset in question_sets([n for n in args.sets.split(",") if n], args.per_set):
             asked = []
             for a in ask_all(qset, base_url, offline=answers_offline):
                 log(f"{qset.name}/{a.qid}: {a.body.get('mode')} {a.latency_s:.0f}s")
