@@ -130,8 +130,8 @@ def test_giving_up_closes_the_connection(
             time.sleep(0.02)
     assert len(srv.requests) == 1
     assert srv.disconnected == srv.requests  # the abandoned call was cancelled
-    # The call had the deadline less the extractive reserve, not ANCHORED_LLM_TIMEOUT_S.
-    assert took < DEADLINE_S - EXTRACTIVE_RESERVE_S + 1.0
+    # The call had what the deadline left, not ANCHORED_LLM_TIMEOUT_S (60 s).
+    assert took < DEADLINE_S + SLACK_S
 
 
 def test_retries_share_the_deadline(qa_index: Path, tmp_path: Path, srv: FakeOpenAIServer) -> None:
