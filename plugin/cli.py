@@ -278,8 +278,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env["ANCHORED_INDEX"] = str(index_dir)
     env.setdefault("ANCHORED_FEEDBACK", str(Path(index_dir).parent / "feedback"))
     env.setdefault("ANCHORED_REFRESH_S", "0")
-    if args.question_log:  # the question log (off unless asked for): site/owners.md
+    # The question log (off unless asked for): --question-log, else mkdocs.yml's
+    # question_log, relative to mkdocs.yml; site/owners.md.
+    configured_log = plugin.config.question_log
+    if args.question_log:
         env["ANCHORED_QUESTION_LOG"] = str(Path(args.question_log).resolve())
+    elif configured_log:
+        base = Path(config.config_file_path).parent
+        env["ANCHORED_QUESTION_LOG"] = str((base / configured_log).resolve())
     settings = Settings.from_env(env)
     app = create_app(settings, site_dir=site_dir)
     print(f"Serving {config.site_name} with the ask box on http://{args.host}:{args.port}/")

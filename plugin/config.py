@@ -75,3 +75,6 @@ class AnchoredConfig(base.Config):
     # Seconds the ask box waits for an answer; keep it above the function's
     # ANCHORED_DEADLINE_S (20 s by default) so the function's own fallback arrives first.
     widget_timeout = TimeoutOption(default=30.0)
+    # `anchored serve` only: log each question to this folder (relative to mkdocs.yml),
+    # off when empty; see site/owners.md. On AWS the template's QuestionLogDays turns it on.
+    question_log = c.Type(str, default="")

@@ -238,3 +238,32 @@ def test_a_stuck_store_never_delays_or_fails_an_answer(qa_index: Path, tmp_path:
         assert elapsed < 15  # ... and the answers did not wait for it
         stuck.release.set()
     assert qlog.stats.written == 4
+
+
+def test_anchored_serve_logs_questions_when_mkdocs_yml_turns_it_on(
+    qa_project: Path, tmp_path: Path
+) -> None:
+    """`question_log:` in the plugin's options turns the log on for the real `anchored serve`
+    (relative to mkdocs.yml); the records are written by the time the server has stopped."""
+    import shutil
+    import sys
+
+    import httpx
+    from liveserver import AppProcess
+
+    project = tmp_path / "project"
+    shutil.copytree(qa_project, project, ignore=shutil.ignore_patterns("site"))
+    config = project / "mkdocs.yml"
+    text = config.read_text(encoding="utf-8")
+    assert "  - anchored:\n" in text
+    config.write_text(
+        text.replace("  - anchored:\n", "  - anchored:\n      question_log: logs/questions\n"),
+        encoding="utf-8",
+    )
+    command = [sys.executable, "-m", "mkdocs_anchored.cli", "serve", "-f", str(config)]
+    env = {"NO_MKDOCS_2_WARNING": "1", "ANCHORED_RATE_LIMIT_PER_MIN": "0"}
+    with AppProcess(env, command=command, log_file=tmp_path / "serve.log") as proc:
+        reply = httpx.post(f"{proc.url}/v1/ask", json={"question": ANSWERED}, timeout=60)
+        assert reply.status_code == 200
+    records = list(read_records(str(project / "logs" / "questions"), "asks"))
+    assert [r["question"] for r in records] == [ANSWERED]
