@@ -30,6 +30,20 @@ _LEAK = re.compile(r"<\s*/?\s*think|<\|[a-z_]+\|>|^\s*(sources?|references?)\s*:
 _CHECKABLE = re.compile(r"`([^`]+)`|\b(\d[\d.,:]*\d|\d)\b")
 
 
+def checkable(text: str) -> list[str]:
+    """What must occur in a cited passage: a prose sentence's inline code and numbers;
+    a fenced code block's called names and keyword arguments (its literals, such as
+    an example URL, may be the model's own)."""
+    if text.startswith("```"):
+        body = text.split("\n", 1)[-1]
+        names = re.findall(r"([A-Za-z_][\w.]*)\(|\b([A-Za-z_]\w*)=", body)
+        return [(a or b).casefold() for a, b in names]
+    found = []
+    for match in _CHECKABLE.finditer(text):
+        found.append(" ".join((match.group(1) or match.group(2)).split()).casefold())
+    return found
+
+
 @pytest.fixture(scope="module")
 def srv() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as server:
@@ -84,8 +98,7 @@ def test_a_recorded_reply_keeps_the_guarantees(
         assert not _LEAK.search(item["text"]), item["text"]
         cited = [result["_passages"][citations[n - 1]["chunk_id"]].text for n in item["citations"]]
         haystack = " ".join(" ".join(cited).split()).casefold()
-        for match in _CHECKABLE.finditer(item["text"]):
-            token = " ".join((match.group(1) or match.group(2)).split()).casefold()
+        for token in checkable(item["text"]):
             assert token in haystack, (token, item["text"])
     if result["abstained"]:
         assert result["answer"] == []
