@@ -39,4 +39,8 @@ fi
 echo "run.sh: testing against $ANCHORED_TEST_URL"
 
 # One test file at a time: each drives its own Chromium and the machine has two cores.
-node --test --test-concurrency=1 "$@" ./*.test.js
+# `run.sh foo.test.js bar.test.js` runs only those files; other arguments go to node.
+FILES=(); ARGS=()
+for a in "$@"; do case "$a" in *.test.js) FILES+=("./$(basename "$a")");; *) ARGS+=("$a");; esac; done
+if [ ${#FILES[@]} -eq 0 ]; then FILES=(./*.test.js); fi
+node --test --test-concurrency=1 "${ARGS[@]}" "${FILES[@]}"
