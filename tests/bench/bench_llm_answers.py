@@ -14,17 +14,16 @@ request (model, messages, max_tokens, temperature) in ``~/.cache/anchored-bench/
 as the raw HTTP body, and a cached reply is parsed again by the real client code, so
 rerunning the scoring is free and every figure comes from real replies. Not part of CI.
 
-Per question set it reports (see ``score`` and ``judge``):
+Per question set it reports (``llm_scoring.py``):
 
 - answered / refused: answerable questions answered, unanswerable ones refused (and
   the wrong side of each);
 - kept: the model's sentences shown with a verified citation, of all it wrote;
 - cit. prec.: citation precision, judged pair by pair (shown sentence, passage it
-  cites) by the same local model with the fixed rubric in ``JUDGE_RUBRIC`` — one
-  judge call per answer — and counted as supported only when the judge says so
-  *and* the lexical check passes (every checkable token of the sentence — numbers,
-  identifiers, inline code — occurs in the passage). The judge is validated against
-  the hand labels in ``tests/bench/data/llm-judge-labels.jsonl`` (agreement printed);
+  cites) by the same local model with a fixed rubric plus a lexical check
+  (``llm_judge.py``; ``--judge pair``, one call per pair, is the default), validated
+  against the hand labels in ``tests/bench/data/llm-judge-labels.jsonl`` (agreement
+  printed under the table);
 - fact: answerable questions whose shown answer states one of the question's facts;
 - p50 s: latency of the whole ask (the model's time as recorded when the reply was made);
 - in/out tok: prompt and output tokens per ask, as the server reported them.
@@ -37,15 +36,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
-import re
-import statistics
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +49,18 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "lambda"), str(REPO)]
 
-import anchored_query.citations as citations_module  # noqa: E402
-import baseline_citations  # noqa: E402
+import anchored_query.engine as engine_module  # noqa: E402
 import llm_server  # noqa: E402
 from anchored_query.app import create_app  # noqa: E402
-from anchored_query.citations import parse_answer  # noqa: E402
 from anchored_query.engine import Engine  # noqa: E402
 from anchored_query.errors import LLMError  # noqa: E402
-from anchored_query.llm import ChatMessage, Completion, OpenAICompatClient  # noqa: E402
-from anchored_query.prompt import echoes_instructions  # noqa: E402
+from anchored_query.llm import Completion, OpenAICompatClient  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from anchored_query.types import Passage  # noqa: E402
+from llm_judge import JUDGES, Judge, agreement  # noqa: E402
+from llm_replies import REPLIES, Asked, CachingClient, Call  # noqa: E402
+from llm_scoring import BEFORE, HEADER, judge_all, row, score_new, score_old  # noqa: E402
 
-REPLIES = llm_server.CACHE / "replies"
 FIXTURES = REPO / "tests" / "fixtures" / "llm-replies"
 DATA = HERE / "data"
 REALDOCS = Path(os.environ.get("ANCHORED_REALDOCS", "/tmp/anchored-bench/realdocs"))
@@ -102,86 +97,28 @@ def log(message: str) -> None:
     print(f"[bench_llm] {message}", file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------- cached real replies
-
-
-def request_key(body: dict[str, Any]) -> str:
-    """The cache key of a chat request: what decides the model's reply."""
-    wanted = {k: body.get(k) for k in ("model", "messages", "max_tokens", "temperature")}
-    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
-
-
-@dataclass
-class Call:
-    """One model call made during an ask."""
-
-    key: str
-    messages: list[dict[str, str]]
-    completion: Completion | None
-    error: str
-    latency_s: float
-    cached: bool
-
-
-class CachingClient(OpenAICompatClient):
-    """The real OpenAI-compatible client; each raw response body is cached by request.
-
-    A cached body is parsed by the same code as a fresh one. ``offline`` refuses to
-    call the server (a reply that is not cached is an ``LLMError("connection")``).
-    """
-
-    def __init__(self, base_url: str, model: str, *, offline: bool = False) -> None:
-        super().__init__(base_url, "", model, timeout_s=3500.0, max_retries=0)
-        self.offline = offline
-        self.calls: list[Call] = []
-        REPLIES.mkdir(parents=True, exist_ok=True)
-
-    def _attempt(self, body: dict[str, Any], timeout_s: float) -> Completion:
-        key = request_key(body)
-        path = REPLIES / f"{key}.json"
-        messages = list(body["messages"])
-        if path.exists():
-            entry = json.loads(path.read_text("utf-8"))
-            try:
-                completion = self._parse(entry["raw"].encode(), 200)
-            except LLMError as exc:
-                self.calls.append(Call(key, messages, None, exc.category, entry["latency_s"], True))
-                raise
-            self.calls.append(Call(key, messages, completion, "", entry["latency_s"], True))
-            return completion
-        if self.offline:
-            raise LLMError("connection", "offline: reply not cached", provider=self.name)
-        t0 = time.perf_counter()
-        self._captured: bytes | None = None
-        try:
-            completion = super()._attempt(body, timeout_s)
-        except LLMError as exc:
-            self.calls.append(
-                Call(key, messages, None, exc.category, time.perf_counter() - t0, False)
-            )
-            raise
-        latency = time.perf_counter() - t0
-        raw = self._captured or b""
-        entry = {"request": body, "raw": raw.decode("utf-8"), "latency_s": round(latency, 3)}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(entry, ensure_ascii=False), "utf-8")
-        tmp.replace(path)
-        self.calls.append(Call(key, messages, completion, "", latency, False))
-        return completion
-
-    def _parse(self, raw: bytes, status: int) -> Completion:
-        self._captured = raw
-        return super()._parse(raw, status)
-
-
 class StashingEngine(Engine):
-    """The real engine, keeping the passages each LLM answer was made from."""
+    """The real engine, keeping the passages each LLM answer was made from and why the
+    verifier removed what it removed."""
 
     last_passages: list[Passage]
+    last_reasons: list[str]
 
     def _answer_llm(self, request: Any, passages: list[Passage], *args: Any, **kw: Any) -> Any:
         self.last_passages = list(passages)
-        return super()._answer_llm(request, passages, *args, **kw)
+        self.last_reasons = []
+        real = engine_module.verify
+
+        def recording(*a: Any, **k: Any) -> Any:
+            verified = real(*a, **k)
+            self.last_reasons = list(verified.reasons)
+            return verified
+
+        engine_module.verify = recording  # type: ignore[assignment]
+        try:
+            return super()._answer_llm(request, passages, *args, **kw)
+        finally:
+            engine_module.verify = real  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------- question sets
@@ -249,31 +186,6 @@ def question_sets(names: Sequence[str], per_set: int) -> list[QuestionSet]:
 # ---------------------------------------------------------------- asking
 
 
-@dataclass
-class Asked:
-    """One question asked through /v1/ask, with what the model did."""
-
-    qid: str
-    question: dict[str, Any]
-    body: dict[str, Any]
-    status: int
-    wall_s: float
-    calls: list[Call]
-    passages: list[Passage] = field(default_factory=list)
-
-    @property
-    def reply(self) -> str:
-        """The text of the answer call's reply ('' when it failed)."""
-        answers = [c for c in self.calls if c.completion is not None]
-        return answers[-1].completion.text if answers and answers[-1].completion else ""
-
-    @property
-    def latency_s(self) -> float:
-        """The ask's time, with each model call's time as recorded when it was made."""
-        fresh = sum(c.latency_s for c in self.calls if not c.cached)
-        return self.wall_s - fresh + sum(c.latency_s for c in self.calls)
-
-
 def bench_settings(index: Path, base_url: str, extra: dict[str, str] | None = None) -> Settings:
     env = {
         "ANCHORED_INDEX": str(index),
@@ -300,8 +212,14 @@ def ask_all(
         for q in qset.questions:
             client.calls = []
             engine.last_passages = []
+            engine.last_reasons = []
             t0 = time.perf_counter()
-            response = http.post("/v1/ask", json={"question": q["question"]})
+            # A follow-up carries the conversation it follows, as the ask box sends it.
+            ask = {
+                "question": q["question"],
+                **({"history": q["history"]} if q.get("history") else {}),
+            }
+            response = http.post("/v1/ask", json=ask)
             wall = time.perf_counter() - t0
             yield Asked(
                 q["qid"],
@@ -311,6 +229,7 @@ def ask_all(
                 wall,
                 list(client.calls),
                 list(engine.last_passages),
+                list(engine.last_reasons),
             )
 
 
@@ -398,247 +317,6 @@ def write_fixture(asked: Asked, prompt_rev: str) -> None:
     log(f"{asked.qid}: recorded ({entry['latency_s']:.0f}s) {reply[:80]!r}")
 
 
-# ---------------------------------------------------------------- scoring
-
-JUDGE_SYSTEM = "You check whether documentation passages support statements. You answer tersely."
-JUDGE_RUBRIC = """\
-For each numbered statement below, decide whether the passage named in brackets \
-supports it. "yes" means the passage states what the statement says: the same facts, \
-names, numbers and values, with the same things paired (paraphrase is fine). "no" means \
-the passage does not say it, says something different, or the statement adds a fact the \
-passage lacks. Judge only against the named passage, not against what you know.
-
-{passages}
-
-Statements:
-{claims}
-
-Reply with one line per statement, "<number>: yes" or "<number>: no", and nothing else."""
-JUDGE_PASSAGE_CHARS = 600
-JUDGE_MAX_PASSAGES = 4
-_JUDGE_LINE = re.compile(r"(?m)^\s*\**\s*(\d+)\s*\**\s*[:.)\-]\s*\**\s*(yes|no)\b", re.IGNORECASE)
-_CHECKABLE = re.compile(r"`([^`]+)`|(\d[\d.,:]*\d|\d)|\b([A-Za-z_][\w]*[_.][\w.]*\w)\b")
-
-
-@dataclass(frozen=True)
-class Pair:
-    """A shown sentence and one passage it cites."""
-
-    sentence: str
-    passage: str
-
-
-def lexical_ok(pair: Pair) -> bool:
-    """Every checkable token of the sentence (inline code, numbers, dotted or
-    underscored identifiers) occurs in the passage (case and spacing aside)."""
-    haystack = " ".join(pair.passage.casefold().split())
-    for match in _CHECKABLE.finditer(pair.sentence):
-        token = " ".join((match.group(1) or match.group(2) or match.group(3)).casefold().split())
-        if token and token not in haystack:
-            return False
-    return True
-
-
-class Judge:
-    """The local model as a judge: one call per answer, all its pairs at once."""
-
-    def __init__(self, base_url: str, *, offline: bool) -> None:
-        self.client = CachingClient(base_url, llm_server.MODEL_NAME, offline=offline)
-
-    def verdicts(self, pairs: Sequence[Pair]) -> dict[Pair, bool | None]:
-        """yes/no per pair (None: the judge gave no verdict for it)."""
-        unique = list(dict.fromkeys(pairs))
-        out: dict[Pair, bool | None] = {}
-        # Passages in a call are capped (prompt length on 2 cores): split when needed.
-        batches: list[list[Pair]] = [[]]
-        for pair in unique:
-            names = {p.passage for p in batches[-1]}
-            if pair.passage not in names and len(names) >= JUDGE_MAX_PASSAGES:
-                batches.append([])
-            batches[-1].append(pair)
-        for batch in batches:
-            if batch:
-                out.update(self._judge(batch))
-        return out
-
-    def _judge(self, batch: list[Pair]) -> dict[Pair, bool | None]:
-        letters: dict[str, str] = {}
-        for pair in batch:
-            letters.setdefault(pair.passage, chr(ord("A") + len(letters)))
-        passages = "\n\n".join(
-            f"Passage {letter}:\n{' '.join(text.split())[:JUDGE_PASSAGE_CHARS]}"
-            for text, letter in letters.items()
-        )
-        claims = "\n".join(
-            f"{i}. [{letters[p.passage]}] {' '.join(p.sentence.split())}"
-            for i, p in enumerate(batch, start=1)
-        )
-        prompt = JUDGE_RUBRIC.format(passages=passages, claims=claims)
-        messages = [ChatMessage("system", JUDGE_SYSTEM), ChatMessage("user", prompt)]
-        try:
-            text = self.client.complete(messages, max_tokens=8 * len(batch) + 16).text
-        except LLMError as exc:
-            log(f"judge failed: {exc.category}")
-            return dict.fromkeys(batch)
-        said = {int(m.group(1)): m.group(2).lower() == "yes" for m in _JUDGE_LINE.finditer(text)}
-        return {p: said.get(i) for i, p in enumerate(batch, start=1)}
-
-
-@dataclass
-class Scored:
-    """One answer, scored."""
-
-    qid: str
-    answerable: bool
-    lang: str
-    abstained: bool
-    fell_back: str  # the fallback code when the LLM answer was replaced, else ""
-    written: int
-    kept: int
-    pairs: list[Pair]
-    text: str
-    fact: bool
-    latency_s: float
-    input_tokens: int
-    output_tokens: int
-    supported: list[bool | None] = field(default_factory=list)
-
-
-def written(sentences: Sequence[Any]) -> int:
-    """The model's sentences that say something about the docs: a refusal ("The
-    documentation does not cover this.") is not counted as a sentence to keep."""
-    refusal = getattr(citations_module, "_NO_COVERAGE", None)
-    return sum(1 for s in sentences if refusal is None or not refusal.search(s.text))
-
-
-def facts_stated(question: dict[str, Any], text: str) -> bool:
-    norm = " ".join(text.casefold().split())
-    return any(" ".join(f.casefold().split()) in norm for f in question.get("facts", []))
-
-
-def _tokens(asked: Asked) -> tuple[int, int]:
-    done = [c.completion for c in asked.calls if c.completion is not None]
-    return (
-        sum(c.input_tokens or 0 for c in done),
-        sum(c.output_tokens or 0 for c in done),
-    )
-
-
-def score_new(asked: Asked) -> Scored:
-    """The answer as /v1/ask returned it (the current verifier)."""
-    body = asked.body
-    chunks = {p.chunk_ids[0]: p for p in asked.passages}
-    cited = {c["n"]: chunks.get(c["chunk_id"]) for c in body.get("citations", [])}
-    llm = body.get("mode") == "llm"
-    items = body.get("answer", []) if llm else []
-    pairs = [
-        Pair(item["text"], passage.text)
-        for item in items
-        for n in item["citations"]
-        if (passage := cited.get(n)) is not None
-    ]
-    n_written = written(parse_answer(asked.reply)) if asked.reply else 0
-    tokens = _tokens(asked)
-    return Scored(
-        asked.qid,
-        bool(asked.question.get("answerable", True)),
-        asked.question.get("lang", "en"),
-        bool(body.get("abstained")) or not llm,
-        body.get("fallback", "") if not llm else "",
-        n_written,
-        len(items),
-        pairs,
-        " ".join(i["text"] for i in items),
-        facts_stated(asked.question, " ".join(i["text"] for i in items)),
-        asked.latency_s,
-        *tokens,
-    )
-
-
-def score_old(asked: Asked) -> Scored:
-    """The same reply through today's verifier (tests/bench/baseline_citations.py), as
-    today's engine used it: parse, drop echoed instructions, verify, abstain."""
-    by_n = {p.n: p for p in asked.passages}
-    reply = asked.reply
-    sentences = baseline_citations.parse_answer(reply) if reply else []
-    shown = [s for s in sentences if not echoes_instructions(s.text)]
-    verified = baseline_citations.verify(shown, by_n)
-    kept = [] if verified.abstained else verified.sentences
-    pairs = [Pair(s.text, by_n[n].text) for s in kept for n in s.citations if n in by_n]
-    text = " ".join(s.text for s in kept)
-    llm = bool(reply) and asked.body.get("mode") == "llm"
-    tokens = _tokens(asked)
-    return Scored(
-        asked.qid,
-        bool(asked.question.get("answerable", True)),
-        asked.question.get("lang", "en"),
-        verified.abstained or not llm,
-        asked.body.get("fallback", "") if not llm else "",
-        written(sentences),
-        len(kept) if llm else 0,
-        pairs if llm else [],
-        text,
-        llm and facts_stated(asked.question, text),
-        asked.latency_s,
-        *tokens,
-    )
-
-
-def judge_all(judge: Judge, scored: Sequence[Scored]) -> None:
-    """Fill ``supported`` per pair: the judge's yes and the lexical check."""
-    for s in scored:
-        verdicts = judge.verdicts(s.pairs)
-        s.supported = [
-            None if verdicts.get(p) is None else bool(verdicts[p]) and lexical_ok(p)
-            for p in s.pairs
-        ]
-
-
-def pct(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.0f}%" if whole else "–"
-
-
-def row(name: str, verifier: str, scored: Sequence[Scored]) -> str:
-    ans = [s for s in scored if s.answerable]
-    unans = [s for s in scored if not s.answerable]
-    answered = sum(not s.abstained for s in ans)
-    refused = sum(s.abstained for s in unans)
-    written = sum(s.written for s in scored)
-    kept = sum(s.kept for s in scored)
-    judged = [v for s in scored for v in s.supported if v is not None]
-    facts = sum(s.fact for s in ans)
-    lat = [s.latency_s for s in scored]
-    fell = sum(bool(s.fell_back) for s in scored)
-    latency = f"{statistics.median(lat):.0f}" if lat else "–"
-    tokens_in = f"{statistics.mean(s.input_tokens for s in scored):.0f}" if scored else "–"
-    tokens_out = f"{statistics.mean(s.output_tokens for s in scored):.0f}" if scored else "–"
-    cells = [
-        name,
-        verifier,
-        str(len(scored)),
-        f"{answered}/{len(ans)} ({pct(answered, len(ans))})",
-        f"{refused}/{len(unans)} ({pct(refused, len(unans))})",
-        f"{kept}/{written} ({pct(kept, written)})",
-        f"{pct(sum(judged), len(judged))} ({len(judged)})",
-        f"{facts}/{len(ans)} ({pct(facts, len(ans))})",
-        str(fell),
-        latency,
-        tokens_in,
-        tokens_out,
-    ]
-    return "| " + " | ".join(cells) + " |"
-
-
-HEADER = (
-    "| set | verifier | n | answered | refused | kept | cit. prec. (pairs) | fact | fell back "
-    "| p50 s | in tok | out tok |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
-)
-BEFORE = (
-    "| anchored (issue #9, before) | today | 15 | 5/13 (38%) | – | 5/78 (6%) | – | – | – "
-    "| – | – | – |"
-)
-
-
 class ReplayClient:
     """Answers every call with one recorded completion (scoring fixtures offline)."""
 
@@ -698,30 +376,6 @@ def replay_fixtures() -> list[Asked]:
     return out
 
 
-LABELS = DATA / "llm-judge-labels.jsonl"
-
-
-def judge_agreement(judge: Judge) -> str:
-    """How often the judge (with the lexical check) agrees with the hand labels."""
-    if not LABELS.exists():
-        return "judge: no hand labels yet"
-    rows = load_jsonl(LABELS)
-    pairs = [Pair(r["sentence"], r["passage"]) for r in rows]
-    verdicts = judge.verdicts(pairs)
-    agree = tp = fp = fn = tn = 0
-    for r, pair in zip(rows, pairs, strict=True):
-        said = bool(verdicts.get(pair)) and lexical_ok(pair)
-        agree += said == r["supported"]
-        tp += said and r["supported"]
-        fp += said and not r["supported"]
-        fn += not said and r["supported"]
-        tn += not said and not r["supported"]
-    return (
-        f"judge vs {len(rows)} hand-labelled pairs: agreement {pct(agree, len(rows))} "
-        f"(yes/yes {tp}, yes/no {fp}, no/yes {fn}, no/no {tn}; judge first, label second)"
-    )
-
-
 def report(name: str, asked: list[Asked], judge: Judge | None) -> list[str]:
     new = [score_new(a) for a in asked]
     old = [score_old(a) for a in asked]
@@ -742,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         help="answers from cached replies only (rescore), the judge may still call the server",
     )
     parser.add_argument("--no-judge", action="store_true")
+    parser.add_argument("--judge", choices=sorted(JUDGES), default="pair")
     parser.add_argument(
         "--recorded-only",
         action="store_true",
@@ -765,7 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         else llm_server.running(args.port)
     )
     with context as base_url:
-        judge = None if args.no_judge else Judge(base_url, offline=args.offline)
+        judge = (
+            None
+            if args.no_judge
+            else JUDGES[args.judge](base_url, offline=args.offline, model=llm_server.MODEL_NAME)
+        )
         answers_offline = args.offline or args.cached_answers
         fixtures = replay_fixtures()
         for name in dict.fromkeys(a.question["_set"] for a in fixtures):
@@ -782,12 +441,21 @@ def main(argv: list[str] | None = None) -> int:
                     write_fixture(a, "new")
             lines += report(qset.name, asked, judge)
             dump += [
-                {"set": qset.name, "qid": a.qid, "body": a.body, "reply": a.reply} for a in asked
+                {
+                    "set": qset.name,
+                    "qid": a.qid,
+                    "question": a.question,
+                    "body": a.body,
+                    "reply": a.reply,
+                    "reasons": a.reasons,
+                    "passages": [asdict(p) for p in a.passages],
+                }
+                for a in asked
             ]
             print("\n".join(lines), flush=True)
         if judge is not None:
             lines.append("")
-            lines.append(judge_agreement(judge))
+            lines.append(agreement(judge))
     print("\n".join(lines))
     if args.dump:
         args.dump.write_text(json.dumps(dump, ensure_ascii=False, indent=1), "utf-8")
