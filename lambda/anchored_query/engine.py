@@ -7,6 +7,7 @@ with), and answers with the LLM when configured or extractively otherwise.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -40,9 +41,12 @@ from anchored_query.prompt import (
 from anchored_query.query_forms import search_forms
 from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
+from anchored_query.spans import attach as attach_spans
+from anchored_query.spans import make_similarity
 from anchored_query.support import make_support
 from anchored_query.types import Passage, Turn
 from anchored_query.validation import AskRequest, check_scope
+from anchored_query.versions import VersionRouter, probe, unknown_version
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
 from build_index.index_format import Index, read_index
@@ -85,6 +89,23 @@ class Loaded:
     retriever: Retriever
     path: Path
     loaded_at: float
+    version: str | None = None  # the version it serves (versions.py), None: unversioned
+
+
+@dataclass
+class Prepared:
+    """One ``/v1/ask`` request between the steps of :class:`Engine`: checked, retrieved."""
+
+    request: AskRequest
+    loaded: Loaded
+    deadline: Deadline
+    use_llm: bool
+    hits: Any
+    passages: list[Passage]
+    timings: dict[str, float]
+    started: float
+    reason: str = ""  # set when the extractive answer replaces the LLM's
+    fallback: str = ""
 
 
 class Engine:
@@ -106,12 +127,21 @@ class Engine:
         # Refresh: checked at most every refresh_s, in the background.
         self._next_check = time.monotonic() + settings.refresh_s
         self._refresher: threading.Thread | None = None
+        # Versions (versions.py): probed for at the first request.
+        self._versions: VersionRouter | None = None
+        self._versions_probed = False
         logsafe.protect(settings.llm_api_key)
 
     # -- index lifecycle -------------------------------------------------
 
-    def current(self) -> Loaded:
-        """The loaded build, loading it on first use; 503 when there is none."""
+    def current(self, version: str | None = None) -> Loaded:
+        """The loaded build (of ``version`` when the index is versioned; None: the default
+        version), loading it on first use; 503 when there is none."""
+        router = self.versions()
+        if router is not None:
+            return router.current(version)
+        if version is not None:
+            raise unknown_version(version, None)
         loaded = self._loaded
         if loaded is None:
             with self._lock:
@@ -122,6 +152,19 @@ class Engine:
             self._maybe_refresh()
         assert loaded is not None
         return self._loaded or loaded
+
+    def versions(self) -> VersionRouter | None:
+        """The version router when the index location has a versions catalog, else None
+        (looked for once, at the first request)."""
+        if not self._versions_probed:
+            with self._lock:
+                if not self._versions_probed:
+                    found = probe(self.settings.index)
+                    if found is not None:
+                        source, catalog = found
+                        self._versions = VersionRouter(self.settings, source, catalog, Engine)
+                    self._versions_probed = True
+        return self._versions
 
     def _cold_load(self) -> Loaded:
         """The first load, backing off after failures (call with the lock held).
@@ -233,11 +276,12 @@ class Engine:
             "created": manifest.get("created"),
             "index_age_s": round(time.time() - _created_ts(manifest.get("created")), 1),
             "llm": self.llm.name if self.llm else "none",
+            **({"version": loaded.version, **self._versions.describe()} if self._versions else {}),
         }
 
-    def search(self, query: str, k: int) -> dict[str, Any]:
+    def search(self, query: str, k: int, version: str | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
-        loaded = self.current()
+        loaded = self.current(version)
         t1 = time.perf_counter()
         hits = loaded.retriever.rank([query], depth=max(k * 4, 50))
         results = []
@@ -260,7 +304,7 @@ class Engine:
             )
             if len(results) >= k:
                 break
-        return {
+        found: dict[str, Any] = {
             "results": results,
             "build_id": loaded.index.build_id,
             "timings_ms": {
@@ -268,12 +312,22 @@ class Engine:
                 "retrieve": _ms(time.perf_counter() - t1),
             },
         }
+        if loaded.version is not None:
+            found["version"] = loaded.version
+        return found
 
     def ask(self, request: AskRequest) -> dict[str, Any]:
+        """The buffered ``/v1/ask`` response: :meth:`prepare`, :meth:`answer`, :meth:`finish`
+        (the streaming route, streaming.py, runs the same steps and sends what it has)."""
+        prepared = self.prepare(request)
+        return self.finish(prepared, self.answer(prepared))
+
+    def prepare(self, request: AskRequest) -> Prepared:
+        """Check the request against the loaded build and retrieve its passages."""
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         deadline = Deadline(self.settings.deadline_s)
-        loaded = self.current()
+        loaded = self.current(request.version)
         check_scope(request.scope, loaded.index)
         use_llm = self.llm is not None and request.mode != "extractive"
         if request.mode == "llm" and self.llm is None:
@@ -282,7 +336,6 @@ class Engine:
         # The question and a follow-up's previous question; the model's rewrites
         # only when ANCHORED_LLM_REWRITE is on (a second call).
         variants = search_forms(request.question, request.history)
-        reason = fallback = ""
         if use_llm and self.settings.llm_rewrite:
             t = time.perf_counter()
             variants += self._rewrites(request, deadline)
@@ -300,46 +353,81 @@ class Engine:
         else:
             passages = _extractive_passages(loaded.retriever, hits)
         timings["retrieve"] = _ms(time.perf_counter() - t)
+        return Prepared(request, loaded, deadline, use_llm, hits, passages, timings, t0)
 
+    def answer(self, prepared: Prepared) -> dict[str, Any]:
+        """The answer, by the LLM when it is used and answers, else extractive."""
+        result = self.answer_with_llm(prepared) if prepared.use_llm else None
+        return result if result is not None else self.answer_quoting(prepared)
+
+    def answer_with_llm(self, prepared: Prepared) -> dict[str, Any] | None:
+        """The LLM's verified answer; None when it failed and the extractive answer is
+        to replace it (``prepared`` then holds the reason and the extractive passages)."""
+        request = prepared.request
+        t = time.perf_counter()
         result: dict[str, Any] | None = None
-        if use_llm:
-            t = time.perf_counter()
-            try:
-                result = self._answer_llm(request, passages, loaded, deadline)
-            except LLMError as exc:
-                fallback = "overflow" if is_context_overflow(exc) else exc.category
-                log.warning("LLM failed (%s: %s); answering extractively", fallback, exc.detail)
-                if request.mode == "llm":
-                    message = "the language model did not answer; try again"
-                    raise QueryError(exc.http_status, "llm_failed", message) from None
-                reason = FALLBACK_REASONS.get(fallback, FALLBACK_REASON)
-                passages = _extractive_passages(loaded.retriever, hits)
-            timings["llm"] = _ms(time.perf_counter() - t)
-        if result is None:
-            t = time.perf_counter()
-            result = self._answer_extractive(
-                # A Chinese question on English docs is quoted from by its English
-                # gloss (crosslingual.py): the terms and evidence the answerer weighs.
-                replace(request, question=hits.gloss) if hits.gloss else request,
-                passages,
-                hits.best_similarity,
-                loaded.index.manifest["model"]["name"],
-                loaded.retriever.embedder,
-                hits.query_vector,
-                loaded.index,
+        try:
+            result = self._answer_llm(
+                request, prepared.passages, prepared.loaded, prepared.deadline
             )
-            timings["extractive"] = _ms(time.perf_counter() - t)
-            if reason:
-                result["reason"] = reason
-                result["fallback"] = fallback
-        timings["total"] = _ms(time.perf_counter() - t0)
+        except LLMError as exc:
+            fallback = "overflow" if is_context_overflow(exc) else exc.category
+            log.warning("LLM failed (%s: %s); answering extractively", fallback, exc.detail)
+            if request.mode == "llm":
+                message = "the language model did not answer; try again"
+                raise QueryError(exc.http_status, "llm_failed", message) from None
+            prepared.fallback = fallback
+            prepared.reason = FALLBACK_REASONS.get(fallback, FALLBACK_REASON)
+            prepared.passages = _extractive_passages(prepared.loaded.retriever, prepared.hits)
+        prepared.timings["llm"] = _ms(time.perf_counter() - t)
+        return result
+
+    def answer_quoting(self, prepared: Prepared) -> dict[str, Any]:
+        """The extractive answer (with the reason when it replaces the LLM's)."""
+        request, hits, loaded = prepared.request, prepared.hits, prepared.loaded
+        t = time.perf_counter()
+        result = self._answer_extractive(
+            # A Chinese question on English docs is quoted from by its English
+            # gloss (crosslingual.py): the terms and evidence the answerer weighs.
+            replace(request, question=hits.gloss) if hits.gloss else request,
+            prepared.passages,
+            hits.best_similarity,
+            loaded.index.manifest["model"]["name"],
+            loaded.retriever.embedder,
+            hits.query_vector,
+            loaded.index,
+        )
+        prepared.timings["extractive"] = _ms(time.perf_counter() - t)
+        if prepared.reason:
+            result["reason"] = prepared.reason
+            result["fallback"] = prepared.fallback
+        return result
+
+    def finish(self, prepared: Prepared, result: dict[str, Any]) -> dict[str, Any]:
+        """``result`` with its id, the passages considered, the build and the timings."""
+        timings = prepared.timings
+        # Each chip's own cited span and text-fragment link (spans.py).
+        loaded = prepared.loaded
+        model = loaded.index.manifest["model"]["name"]
+        similarity = make_similarity(loaded.retriever.embedder, model) if prepared.use_llm else None
+        attach_spans(result, prepared.passages, loaded.index, similarity)
+        timings["total"] = _ms(time.perf_counter() - prepared.started)
         result.update(
             id=new_answer_id(self.settings.answer_id_secret),
-            passages_considered=len(passages),
-            build_id=loaded.index.build_id,
+            passages_considered=len(prepared.passages),
+            build_id=prepared.loaded.index.build_id,
             timings_ms=timings,
         )
+        if prepared.loaded.version is not None:
+            result["version"] = prepared.loaded.version
         return result
+
+    def with_llm(self, llm: LLMClient) -> Engine:
+        """This engine (same settings, build, state) answering with ``llm`` instead: the
+        streaming route's per-request view, whose client also hands on what it reads."""
+        view = copy.copy(self)
+        view.llm = llm
+        return view
 
     # -- answering ------------------------------------------------------
 
