@@ -154,13 +154,14 @@ class Dictionary:
         limit = 1 if len(word) == 1 else MAX_SENSES
         out: list[list[str]] = []
         for sense in ordered:
-            content = list(
-                dict.fromkeys(
-                    w.lower()
-                    for w in _GLOSS_WORD.findall(_PAREN.sub(" ", sense))
-                    if w.lower() not in _GLOSS_STOPWORDS and len(w) > 1
-                )
-            )
+            words = [
+                w.lower()
+                for w in _GLOSS_WORD.findall(_PAREN.sub(" ", sense))
+                if w.lower() not in _GLOSS_STOPWORDS and len(w) > 1
+            ]
+            # A hyphenated gloss ("plug-in", "e-mail") is written closed in docs too
+            # ("plugin", "email"); the index's vocabulary keeps the form it uses.
+            content = list(dict.fromkeys(v for w in words for v in (w, w.replace("-", ""))))
             if content:  # a sense that is only a label or function words takes no slot
                 out.append(content)
                 if len(out) == limit:

@@ -90,14 +90,18 @@ def gather_evidence(
     best_lexical: float,
     best_cosine: float | None,
     focus: str | None = None,
+    mask: npt.NDArray[np.bool_] | None = None,
 ) -> Evidence:
     """The evidence for ``question`` (``weights``: its terms' IDF, spelling corrected).
 
     ``focus``: the sentence of a long question that stands for it (unknown terms
-    are counted there only).
+    are counted there only). ``mask``: the chunks in scope (retrieval's row mask,
+    e.g. the reader's language); None: every chunk.
     """
     sim = similarity if similarity is not None else 0.0
     margin = coverage = agreement = unknown = 0.0
+    if mask is not None and not mask.any():
+        index = None  # nothing in scope: no evidence beyond the similarity given
     if index is not None and len(index.chunks):
         # Terms in a script the index may not hold at all (a Chinese question on
         # English docs) say nothing about whether the docs answer it.
@@ -111,8 +115,11 @@ def gather_evidence(
             unknown = 1.0 - known / len(own)
         lexical_scores = index.bm25.score(list(weights)) if weights else None
         dense = index.dense_scores(question_vector) if question_vector is not None else None
+        if mask is not None:
+            lexical_scores = None if lexical_scores is None else np.where(mask, lexical_scores, 0)
+            dense = None if dense is None else np.where(mask, dense, -np.inf)
         if dense is not None:
-            k = min(_TOP, len(dense))
+            k = min(_TOP, len(dense) if mask is None else int(mask.sum()))
             top = np.sort(np.partition(-dense, k - 1)[:k])
             best = -float(top[0])
             if similarity is None:

@@ -160,6 +160,7 @@ def answer_extractively(
     similarity: float | None = None,
     history: Sequence[Turn] = (),
     min_confidence: float | None = None,
+    mask: npt.NDArray[np.bool_] | None = None,
 ) -> ExtractiveResult:
     """Answer ``question`` with a quote of the passages (see the module docstring).
 
@@ -168,7 +169,8 @@ def answer_extractively(
     passage's text is read as its section. ``similarity`` is the question's
     best cosine to a chunk in scope (``Ranking.best_similarity``).
     ``min_confidence`` overrides the model's calibrated threshold (0: never
-    refuse while any section matches, for calibration).
+    refuse while any section matches, for calibration). ``mask``: the chunks in
+    scope, which the evidence is gathered over (retrieval's row mask; None: all).
     """
     pool = [p for p in passages if not p.excluded]
     covered = _covered(pool)
@@ -199,7 +201,7 @@ def answer_extractively(
     focus: str | None = None
     if embedder is not None and index is not None:
         question_vector, similarity, focus = _focus(
-            question, embedder, index, question_vector, similarity
+            question, embedder, index, question_vector, similarity, mask
         )
     unit_vectors: npt.NDArray[np.float32] | None = None
     if embedder is not None:
@@ -215,6 +217,7 @@ def answer_extractively(
         best_lexical=max(c.lexical for c in scored),
         best_cosine=max((c.cosine for c in scored if c.cosine is not None), default=None),
         focus=focus,
+        mask=mask,
     )
     confidence = probability_answerable(evidence, model)
     earlier = [t.content for t in history if t.role == "user"][-1:]
@@ -235,6 +238,7 @@ def answer_extractively(
                 if unit_vectors is not None and len(unit_vectors)
                 else evidence.cosine
             ),
+            mask=mask,
         )
         if probability_answerable(follow, model) > confidence:
             evidence, confidence = follow, probability_answerable(follow, model)
@@ -277,6 +281,7 @@ def _focus(
     index: Index,
     vector: npt.NDArray[np.float32] | None,
     similarity: float | None,
+    mask: npt.NDArray[np.bool_] | None = None,
 ) -> tuple[npt.NDArray[np.float32] | None, float | None, str | None]:
     """The vector of the question's sentence closest to the docs, for a long question.
 
@@ -293,7 +298,8 @@ def _focus(
     chosen: str | None = None
     for part in parts[-MAX_PARTS:]:  # the asking sentence is usually near the end
         v = embedder.embed_query(part)
-        top = float(index.dense_scores(v).max())
+        scores = index.dense_scores(v)
+        top = float((scores if mask is None else scores[mask]).max(initial=-1.0))
         if top > best:
             best_vector, best, chosen = v, top, part
     return best_vector, best, chosen
