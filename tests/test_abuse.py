@@ -246,11 +246,18 @@ def test_on_lambda_the_limit_keys_on_the_source_ip_not_x_forwarded_for(
     def status(source_ip: str, forwarded_for: str) -> int:
         return int(handler(_function_url_event(source_ip, forwarded_for), Context())["statusCode"])
 
-    # A client rotating X-Forwarded-For is still one client ...
-    spoofed = [status("203.0.113.9", f"10.0.0.{i}") for i in range(5)]
-    assert spoofed[:3] == [200] * 3 and spoofed[3:] == [429, 429]
-    # ... and cannot use someone else's address to get them limited.
-    assert status("198.51.100.1", "203.0.113.9") == 200
+    try:
+        # A client rotating X-Forwarded-For is still one client ...
+        spoofed = [status("203.0.113.9", f"10.0.0.{i}") for i in range(5)]
+        assert spoofed[:3] == [200] * 3 and spoofed[3:] == [429, 429]
+        # ... and cannot use someone else's address to get them limited.
+        assert status("198.51.100.1", "203.0.113.9") == 200
+    finally:
+        # Mangum makes an event loop the thread's current one and keeps it (as a Lambda
+        # process should); a test must close it, or it is garbage-collected unclosed
+        # during whichever test next replaces the current loop.
+        asyncio.get_event_loop_policy().get_event_loop().close()
+        asyncio.set_event_loop(None)
 
 
 def test_the_limiter_forgets_the_oldest_clients_first() -> None:
