@@ -16,13 +16,21 @@ they are taken from the first and the last segment of the highlight (segments ar
 separated by line breaks and by the ``" | "`` the index puts between table cells),
 skipping short segments at the start (a one-word table cell would match too early).
 The browser takes the first match on the page, so a term that also occurs above the
-passage lands there: the widget's parameter, when the widget is on the page, wins.
+passage would land there. Given the page's visible text (:class:`OnPage`: every
+section of the page from the index, after the page's headings, which the navigation
+and the table of contents repeat above the content), the start term is grown word by
+word until it occurs nowhere earlier on the page; when even its whole block does, a
+``prefix-`` of the words just before the passage is added (spec: ``text=prefix-,start,end``).
+The end term is grown until its first occurrence after the start is the passage's end.
+Text the index leaves out (the site navigation's page titles, hidden elements) is
+not checked; without the page text the terms are only made long enough to be rare.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
+from dataclasses import dataclass
 
 HL_PARAM = "anchored-hl"
 
@@ -119,14 +127,121 @@ def text_fragment(highlight: str) -> str:
     return "text=" + _fragment_enc(" ".join(start)) + "," + _fragment_enc(" ".join(end))
 
 
-def citation_link(url: str, highlight: str) -> str:
-    """``url`` (``page/#anchor``, relative or absolute) with both highlight mechanisms."""
+@dataclass(frozen=True)
+class OnPage:
+    """Where a highlight is on its page: the page's visible text (blocks on their own
+    lines, table cells joined by ``" | "``, as the index keeps section text) and the
+    highlight's ``[start, end)`` in it."""
+
+    text: str
+    start: int
+    end: int
+
+
+_PREFIX_WORDS = 3  # words of context put before the start term when it is not unique
+
+
+def _term_pattern(term: str) -> re.Pattern[str]:
+    """How a browser matches a term: case-insensitive, whitespace runs alike, whole words."""
+    body = r"\s+".join(re.escape(w) for w in term.split())
+    lead = r"(?<!\w)" if re.match(r"\w", term) else ""
+    tail = r"(?!\w)" if re.search(r"\w$", term) else ""
+    return re.compile(lead + body + tail, re.IGNORECASE)
+
+
+def _occurs_before(text: str, term: str, pos: int) -> bool:
+    """Whether ``term`` matches anywhere in ``text`` starting before ``pos``."""
+    m = _term_pattern(term).search(text)
+    return m is not None and m.start() < pos
+
+
+def _segment_words(text: str, start: int, end: int) -> list[list[tuple[int, int]]]:
+    """The words (absolute offsets) of each block segment of ``text[start:end]``."""
+    bounds = [start]
+    for m in _SEGMENT.finditer(text, start, end):
+        bounds += [m.start(), m.end()]
+    bounds.append(end)
+    out = []
+    for a, b in zip(bounds[::2], bounds[1::2], strict=True):
+        words = [(m.start(), m.end()) for m in re.finditer(r"[^\s|]+", text[a:b])]
+        if words:
+            out.append([(a + s, a + e) for s, e in words])
+    return out
+
+
+def _grow(words: list[tuple[int, int]], from_end: bool) -> int:
+    """How many words a term starts with: _FRAGMENT_WORDS, more until it is not too short."""
+    n = min(_FRAGMENT_WORDS, len(words))
+    while n < min(len(words), _FRAGMENT_MAX_WORDS):
+        picked = words[-n:] if from_end else words[:n]
+        if picked[-1][1] - picked[0][0] >= _FRAGMENT_MIN_CHARS:
+            break
+        n += 1
+    return n
+
+
+def _prefix(text: str, pos: int, term: str) -> str:
+    """Words just before ``pos`` that make ``prefix term`` unique up to there ("" if none do)."""
+    before = list(re.finditer(r"[^\s|]+", text[max(0, pos - 300) : pos]))
+    offset = max(0, pos - 300)
+    for k in range(1, min(_PREFIX_WORDS, len(before)) + 1):
+        first = before[-k].start() + offset
+        prefix = " ".join(m.group(0) for m in before[-k:])
+        if not _occurs_before(text, prefix + " " + term, first):
+            return prefix
+    return ""
+
+
+def _fragment_on_page(page: OnPage) -> str:
+    text = page.text
+    segments = _segment_words(text, page.start, page.end)
+    if not segments:
+        return ""
+    # Unlike the fragment made without the page, a short first cell is kept: if it occurs
+    # earlier on the page, the words before it become the prefix.
+    first, last = segments[0], segments[-1]
+    pos = first[0][0]
+
+    def term(words: list[tuple[int, int]]) -> str:
+        return " ".join(text[s:e] for s, e in words)
+
+    whole = len(segments) == 1 and len(first) <= 2 * _FRAGMENT_WORDS
+    n = len(first) if whole else _grow(first, False)
+    while n < len(first) and _occurs_before(text, term(first[:n]), pos):
+        n += 1
+    start = term(first[:n])
+    prefix = _prefix(text, pos, start) if _occurs_before(text, start, pos) else ""
+    lead = _fragment_enc(prefix) + "-," if prefix else ""
+    if whole or (len(segments) == 1 and n + _grow(last, True) > len(first)):
+        return "text=" + lead + _fragment_enc(term(first))
+    # The end term: its first match after the start must end where the passage ends.
+    after = first[n - 1][1]
+    m = _grow(last, True)
+    while m < len(last):
+        if len(segments) == 1 and n + m >= len(first):
+            break
+        hit = _term_pattern(term(last[-m:])).search(text, after)
+        if hit is not None and hit.end() == last[-1][1]:
+            break
+        m += 1
+    if len(segments) == 1 and n + m > len(first):
+        return "text=" + lead + _fragment_enc(term(first))
+    return "text=" + lead + _fragment_enc(start) + "," + _fragment_enc(term(last[-m:]))
+
+
+def citation_link(url: str, highlight: str, on_page: OnPage | None = None) -> str:
+    """``url`` (``page/#anchor``, relative or absolute) with both highlight mechanisms.
+
+    With ``on_page`` (the highlight's place in its page's text) the text fragment's
+    terms are chosen to match there and nowhere earlier (see the module docstring).
+    """
     base, _, anchor = url.partition("#")
     param = encode_param(highlight)
     if param:
         path, _, query = base.partition("?")
         kept = [p for p in query.split("&") if p and not p.startswith(HL_PARAM + "=")]
         base = path + "?" + "&".join([*kept, f"{HL_PARAM}={param}"])
-    fragment = text_fragment(highlight)
+    fragment = _fragment_on_page(on_page) if on_page is not None else ""
+    fragment = fragment or text_fragment(highlight)
     hash_part = anchor + (":~:" + fragment if fragment else "")
     return base + ("#" + hash_part if hash_part else "")
