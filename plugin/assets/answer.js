@@ -7,6 +7,7 @@
 // linkFor(href): absolute URL of a link in answer text that stays on the site, or null;
 // follow(event): a link in the answer was clicked.
 import { el, icon } from './dom.js';
+import { languageNote } from './languages.js';
 import { answerBlocks, toMarkdown } from './markdown.js';
 import { answerText, citationPath, groupByPage } from './text.js';
 
@@ -28,6 +29,8 @@ function citeLink(ctx, c, cls, ...content) {
 }
 
 function chip(ctx, c) {
+  // While an answer streams, chips only show their number: they are renumbered by the final record.
+  if (ctx.provisional) return el('span', { class: 'anchored-chip anchored-chip--provisional', title: citationPath(c) }, String(c.n));
   const a = citeLink(ctx, c, 'anchored-chip', String(c.n));
   a.setAttribute('aria-label', `Source ${c.n}: ${citationPath(c)}`);
   a.addEventListener('mouseenter', () => ctx.showTip(a, c));
@@ -224,20 +227,23 @@ function codeBlock(ctx, r, b) {
   );
 }
 
-function answerBody(ctx, r) {
+// One entry of a paragraph (the sentence, its chips) or of a list (an item).
+function entry(ctx, r, b, e) {
+  return b.type === 'p' ? sentence(ctx, r, e) : el('li', {}, sentence(ctx, r, e));
+}
+
+function block(ctx, r, b) {
+  if (b.type === 'code') return codeBlock(ctx, r, b);
+  if (b.type === 'p') return el('p', { class: 'anchored-p' }, b.items.map((e) => entry(ctx, r, b, e)));
   return el(
-    'div',
-    { class: 'anchored-answer' },
-    answerBlocks(r.answer).map((b) => {
-      if (b.type === 'code') return codeBlock(ctx, r, b);
-      if (b.type === 'p') return el('p', { class: 'anchored-p' }, b.items.map((e) => sentence(ctx, r, e)));
-      return el(
-        b.ordered ? 'ol' : 'ul',
-        { class: 'anchored-list', start: b.ordered && b.start !== 1 ? b.start : null },
-        b.items.map((e) => el('li', {}, sentence(ctx, r, e))),
-      );
-    }),
+    b.ordered ? 'ol' : 'ul',
+    { class: 'anchored-list', start: b.ordered && b.start !== 1 ? b.start : null },
+    b.items.map((e) => entry(ctx, r, b, e)),
   );
+}
+
+function answerBody(ctx, r) {
+  return el('div', { class: 'anchored-answer' }, answerBlocks(r.answer).map((b) => block(ctx, r, b)));
 }
 
 function renderReply(ctx, turn) {
@@ -246,6 +252,8 @@ function renderReply(ctx, turn) {
   if (r.mode === 'extractive') {
     out.push(el('p', { class: 'anchored-badge', title: 'Sentences taken word for word from the pages below', text: 'Quoted from the docs' }));
   }
+  const langNote = languageNote(r); // the answer comes from pages in another language
+  if (langNote) out.push(langNote);
   if (r.abstained) {
     const said = answerText(r.answer);
     out.push(
@@ -296,10 +304,86 @@ function renderError(ctx, turn) {
   );
 }
 
-/** The content of a finished turn: its reply, its error, or a note that it was cancelled. */
+/** The content of a turn: its live view while it streams, its reply, its error, or a note that it was cancelled. */
 export function renderTurnBody(ctx, turn) {
+  if (turn.live) return [turn.live.node];
   if (turn.reply) return renderReply(ctx, turn);
   if (turn.error) return [renderError(ctx, turn)];
   if (turn.cancelled) return [el('p', { class: 'anchored-meta', text: 'Cancelled.' })];
   return [];
+}
+
+/**
+ * The view of a turn while its answer streams: `sources(list)` shows the passages being
+ * read, `sentence({index, text, citations})` adds a verified sentence in its place (in the
+ * order of `index`; citations in the sources' numbering). Sentences are drawn with the
+ * same Markdown subset as the final answer and only ever appended (earlier ones are left
+ * as they are); chips are numbered 1..n in order of first appearance, as the final record
+ * numbers them, but stay plain until the final record replaces the whole view.
+ */
+export function liveView(ctx) {
+  const pctx = { ...ctx, provisional: true };
+  const answer = el('div', { class: 'anchored-answer anchored-answer--live' });
+  const read = el('div', { class: 'anchored-live__sources' });
+  const node = el('div', { class: 'anchored-live' }, answer, read);
+  const byN = new Map(); // source number -> source
+  const shown = new Map(); // source number -> chip number
+  const r = { answer: [], citations: [] };
+  const waiting = []; // sentences by index, until the ones before them arrive
+  const drawn = []; // {el, count} per block drawn so far
+  const draw = () => {
+    answerBlocks(r.answer).forEach((b, i) => {
+      const have = drawn[i];
+      if (!have) {
+        const n = block(pctx, r, b);
+        answer.append(n);
+        drawn.push({ el: n, count: b.items ? b.items.length : 0 });
+        return;
+      }
+      if (!b.items) return; // a code block is one item: complete when drawn
+      for (const e of b.items.slice(have.count)) have.el.append(...[entry(pctx, r, b, e)].flat(Infinity).filter((k) => k != null));
+      have.count = b.items.length;
+    });
+  };
+  return {
+    node,
+    sources(list) {
+      for (const c of list) byN.set(c.n, c);
+      read.replaceChildren(
+        list.length
+          ? el(
+              'div',
+              { class: 'anchored-sources anchored-sources--live' },
+              el('h3', { class: 'anchored-sources__title', text: 'Reading these passages' }),
+              el(
+                'ul',
+                { class: 'anchored-pages' },
+                groupByPage(list).map((g) =>
+                  el('li', { class: 'anchored-page' }, el('span', { class: 'anchored-page__title', text: g.title }), el('ul', {}, g.items.map((c) => el('li', { class: 'anchored-source', text: citationPath(c) })))),
+                ),
+              ),
+            )
+          : null,
+      );
+    },
+    sentence(s) {
+      if (s.index < r.answer.length || waiting[s.index]) return; // already have it
+      waiting[s.index] = s;
+      while (waiting[r.answer.length]) {
+        const next = waiting[r.answer.length];
+        const cites = [];
+        for (const n of next.citations) {
+          const c = byN.get(n);
+          if (!c) continue;
+          if (!shown.has(n)) {
+            shown.set(n, shown.size + 1);
+            r.citations.push({ ...c, n: shown.get(n) });
+          }
+          cites.push(shown.get(n));
+        }
+        r.answer.push({ text: next.text, citations: [...new Set(cites)].sort((a, b) => a - b) });
+      }
+      draw();
+    },
+  };
 }

@@ -1,17 +1,21 @@
 // The "Ask the docs" dialog: question box, staged progress, the conversation (follow-ups),
 // scope, the passage preview. Answers are drawn by answer.js; data only becomes text nodes.
-import { renderTurnBody } from './answer.js';
-import { apiUrl, postJSON, readAnswer } from './api.js';
+import { liveView, renderTurnBody } from './answer.js';
+import { apiUrl, postJSON, readAnswer, readSentence, readSources } from './api.js';
 import { el, icon } from './dom.js';
+import { languageControl } from './languages.js';
 import { siteLink } from './markdown.js';
 import { answerText, citationHref, citationPath, prefixLabel, sectionPrefix } from './text.js';
 
 const STORE = 'anchored:conversation';
-const STAGES = [
-  [0, 'Searching the docs…'],
-  [1500, 'Reading the best passages…'],
-  [4000, 'Writing the answer…'],
-];
+// What the status line says: until the query function reports a stage, and then for each
+// `stage` event it streams (a buffered reply reports none).
+const WAITING = 'Waiting for the docs assistant…';
+const STAGES = {
+  retrieving: 'Searching the docs…',
+  generating: 'Writing the answer…',
+  verifying: 'Checking the answer against the docs…',
+};
 function load() {
   try {
     const turns = JSON.parse(sessionStorage.getItem(STORE) || '[]');
@@ -38,7 +42,7 @@ function save(turns) {
 export function createDialog(env) {
   const { cfg } = env;
   let turns = load();
-  let busy = null; // {ctl, timer} while a question is in flight
+  let busy = null; // {ctl} while a question is in flight
   let opener = null;
   const uid = 'anchored-' + Math.random().toString(36).slice(2, 8);
 
@@ -48,6 +52,7 @@ export function createDialog(env) {
   const tip = el('div', { class: 'anchored-tip', role: 'tooltip', id: uid + '-tip', hidden: true });
   const scopeSel = el('select', { class: 'anchored-scope__select', id: uid + '-scope' });
   const scope = el('label', { class: 'anchored-scope', for: uid + '-scope' }, 'Search in ', scopeSel);
+  const language = languageControl(cfg, uid); // multilingual docs: the reader's language first
   const log = el('div', { class: 'anchored-log', 'aria-live': 'polite', 'aria-relevant': 'additions' });
   const intro = el(
     'div',
@@ -102,6 +107,7 @@ export function createDialog(env) {
         { class: 'anchored-head' },
         el('h2', { class: 'anchored-title', id: titleId, text: String(cfg.title || 'Ask the docs') }),
         scope,
+        language.element,
         el('button', { type: 'button', class: 'anchored-icon-btn', title: 'New conversation', 'aria-label': 'New conversation', onclick: reset }, icon('reset')),
         el('button', { type: 'button', class: 'anchored-icon-btn', title: 'Close (Esc)', 'aria-label': 'Close', onclick: () => close() }, icon('close')),
       ),
@@ -188,7 +194,7 @@ export function createDialog(env) {
     const a = el('div', { class: 'anchored-a' }, renderTurnBody(ctx, turn));
     const node = el(
       'article',
-      { class: 'anchored-turn' },
+      { class: turn.live ? 'anchored-turn anchored-turn--live' : 'anchored-turn' },
       el('p', { class: 'anchored-q' }, el('span', { class: 'anchored-sr', text: 'You asked: ' }), turn.q),
       a,
     );
@@ -208,10 +214,10 @@ export function createDialog(env) {
     cancelBtn.hidden = !on;
     sendBtn.hidden = on;
     input.readOnly = on;
-    if (!on && busy) {
-      clearInterval(busy.timer);
-      busy = null;
-    }
+    // While an answer streams into the live region, screen readers wait for the final one.
+    if (on) log.setAttribute('aria-busy', 'true');
+    else log.removeAttribute('aria-busy');
+    if (!on) busy = null;
   }
 
   function history() {
@@ -226,48 +232,62 @@ export function createDialog(env) {
 
   async function ask(question, existing) {
     const q = String(question || '').trim();
-    if (!q || busy) return;
+    if (!q) return;
+    if (busy) busy.ctl.abort(); // a new question replaces the one in flight
     const body = { question: q };
     const hist = history();
     if (hist.length) body.history = hist;
     if (scopeSel.value) body.scope = { include: [scopeSel.value] };
+    language.apply(body); // lang (this page's), other_languages when the reader includes them
     const turn = existing || { q };
     delete turn.error;
     delete turn.cancelled;
+    delete turn.reply;
     if (!existing) turns.push(turn);
     input.value = '';
     intro.hidden = true;
+    turn.live = liveView(ctx);
     const node = renderTurn(turn);
     if (!existing) log.append(node);
     node.scrollIntoView({ block: 'nearest' });
 
     const ctl = new AbortController();
-    const started = Date.now();
-    const tick = () => {
-      const t = Date.now() - started;
-      const label = STAGES.filter(([at]) => t >= at).pop()[1];
-      stage.textContent = t > 8000 ? `${label} (${Math.round(t / 1000)} s)` : label;
-    };
-    busy = { ctl, timer: setInterval(tick, 250) };
-    tick();
+    const mine = () => busy && busy.ctl === ctl;
+    busy = { ctl };
+    stage.textContent = WAITING;
     setBusy(true);
+    const live = turn.live;
+    const onEvent = (name, data) => {
+      if (!mine() || turn.live !== live) return;
+      if (name === 'stage') {
+        if (STAGES[data.stage]) stage.textContent = STAGES[data.stage];
+      } else if (name === 'sources') {
+        live.sources(readSources(data));
+      } else if (name === 'sentence') {
+        const s = readSentence(data);
+        if (s) live.sentence(s);
+      }
+    };
     try {
       const data = await postJSON(apiUrl(cfg.endpoint, 'v1/ask'), body, {
         signal: ctl.signal,
         timeout: Number(cfg.timeout) || 30000,
+        onEvent,
       });
       turn.reply = readAnswer(data);
     } catch (e) {
       if (e.kind === 'aborted') {
         turn.cancelled = true;
-        input.value = q;
+        if (mine() && turns.includes(turn)) input.value = q;
       } else {
         turn.error = { kind: e.kind || 'server', message: String(e.message), detail: e.detail || '', retryAfter: e.retryAfter || 0 };
       }
     }
-    setBusy(false);
-    renderTurn(turn);
+    if (turn.live === live) delete turn.live;
+    renderTurn(turn); // the final record replaces everything the stream showed
     save(turns);
+    if (!mine()) return; // a newer question owns the status line and the input now
+    setBusy(false);
     input.placeholder = 'Ask a follow-up…';
     // Keep typing follow-ups: back to the box unless the reader moved on inside the dialog.
     const at = document.activeElement;
@@ -293,6 +313,7 @@ export function createDialog(env) {
   }
 
   function close(restore = true) {
+    if (busy) busy.ctl.abort(); // a closed dialog stops its answer
     hideTip();
     if (restore && env.closed) env.closed(); // the reader closed it (not a citation taking them away)
     if (dialog.open) dialog.close();

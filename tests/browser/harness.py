@@ -50,6 +50,10 @@ SITES = {
     "instant": HERE / "pages" / "material-instant.yml",  # Material with navigation.instant
 }
 SLOW_SECONDS = 4.0
+# Canned answers stream (Accept: text/event-stream) one sentence per STREAM_GAP seconds;
+# "trickle" in the question makes it TRICKLE_GAP.
+STREAM_GAP = 0.03
+TRICKLE_GAP = 0.6
 
 # Keyword in the question (lower case) -> fixture name.
 ROUTES = [
@@ -232,6 +236,49 @@ class Handler(BaseHTTPRequestHandler):
             ctype = "text/html; charset=utf-8"
         self.send(200, body, ctype)
 
+    def send_stream(self, reply: dict, question: str) -> None:
+        """A canned answer as the /v1/ask event stream (TEAM.md "Interfaces"): stage,
+        sources, one sentence per item, final. "stream error" in the question ends it with
+        an error event after the first sentence, "cut off" ends it there with neither."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        gap = TRICKLE_GAP if "trickle" in question else STREAM_GAP
+
+        def event(name: str, data: object) -> None:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+        sources = [
+            {k: c.get(k) for k in ("n", "url", "title", "heading_path", "link")}
+            for c in reply.get("citations", [])
+        ]
+        try:
+            event("stage", {"stage": "retrieving"})
+            time.sleep(gap)
+            event(
+                "sources",
+                {"sources": sources, "passages_considered": reply.get("passages_considered", 0)},
+            )
+            event("stage", {"stage": "generating"})
+            for i, item in enumerate(reply.get("answer", [])):
+                time.sleep(gap)
+                event("sentence", {"index": i, "item": item})
+                if i == 0 and "stream error" in question:
+                    return event(
+                        "error", {"error": {"code": "llm_failed", "message": "the model failed"}}
+                    )
+                if i == 0 and "cut off" in question:
+                    return None
+            event("stage", {"stage": "verifying"})
+            time.sleep(gap)
+            event("final", reply)
+        except (BrokenPipeError, ConnectionResetError):  # the reader cancelled
+            pass
+        return None
+
     # ---- POST: /v1/ask, /v1/feedback
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
@@ -274,6 +321,9 @@ class Handler(BaseHTTPRequestHandler):
             fixture = FIXTURES[pick_fixture(question)]
             if "status" in fixture:
                 return self.send_json(fixture["status"], fixture["body"], fixture.get("headers"))
+            accept = self.headers.get("Accept") or ""
+            if "text/event-stream" in accept and "buffered" not in question.lower():
+                return self.send_stream(fixture, question.lower())
             return self.send_json(200, fixture)
         return self.send_json(404, {"error": {"code": "not_found", "message": "no such route"}})
 

@@ -104,7 +104,8 @@ export async function ask(page, q) {
   await page.waitForFunction((n) => {
     const turns = document.querySelectorAll('.anchored-turn');
     const last = turns[turns.length - 1];
-    return turns.length > n && last.querySelector('.anchored-a').childElementCount > 0;
+    // finished: something shown and no longer streaming (the final record replaced the live view)
+    return turns.length > n && last.querySelector('.anchored-a').childElementCount > 0 && !last.classList.contains('anchored-turn--live');
   }, before, { timeout: 40000 });
 }
 
