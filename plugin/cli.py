@@ -83,6 +83,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 question=args.question,
                 scope=Scope(include=tuple(args.include), exclude=tuple(args.exclude)),
                 mode=args.mode,
+                version=args.version,
             )
         )
     finally:
@@ -121,7 +122,7 @@ def _site_url(index: str) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     engine = _engine(args.index)
-    result = engine.search(args.query, args.k)
+    result = engine.search(args.query, args.k, args.version)
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
@@ -340,6 +341,31 @@ def cmd_model(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from build_index.publish import publish
 
+    if args.version:  # a version of versioned docs (build_index/versions.py)
+        from build_index.versions import publish_version
+
+        try:
+            done = publish_version(
+                Path(args.index_dir),
+                args.target,
+                args.version,
+                aliases=args.alias,
+                title=args.title,
+                make_default=args.default,
+                keep=args.keep,
+            )
+        except ValueError as exc:
+            raise SystemExit(f"anchored publish: {exc}") from None
+        aliases = f" (aliases: {', '.join(done.aliases)})" if done.aliases else ""
+        print(
+            f"published build {done.build_id} as version {done.version}{aliases} to "
+            f"{args.target}; versions: {', '.join(done.versions)}; default: {done.default}"
+        )
+        return 0
+    if args.alias or args.title or args.default:
+        raise SystemExit("anchored publish: --alias, --title and --default need --version")
+    if not args.target.startswith("s3://"):
+        raise SystemExit("anchored publish: a folder target needs --version (else use s3://)")
     result = publish(Path(args.index_dir), args.target, keep=args.keep)
     print(f"published build {result.build_id} to {args.target}")
     return 0
@@ -392,6 +418,7 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("question" if name == "ask" else "query")
         s.add_argument("--index", default=DEFAULT_INDEX, help="index folder or s3://bucket/prefix")
         s.add_argument("--json", action="store_true")
+        s.add_argument("--version", default=None, help="versioned index: a version or alias")
         if name == "ask":
             s.add_argument("--mode", choices=["auto", "llm", "extractive"], default="auto")
             s.add_argument("--include", action="append", default=[], help="page prefix in scope")
@@ -445,8 +472,16 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("publish", help="upload an index to S3 and switch current.json")
     s.add_argument("index_dir")
-    s.add_argument("target", help="s3://bucket/prefix")
+    s.add_argument("target", help="s3://bucket/prefix (with --version also a folder)")
     s.add_argument("--keep", type=int, default=5)
+    s.add_argument("--version", help="publish as this version of versioned docs (mike)")
+    s.add_argument(
+        "--alias", action="append", default=[], help="with --version: an alias (moved to it)"
+    )
+    s.add_argument("--title", default=None, help="with --version: the version's title")
+    s.add_argument(
+        "--default", action="store_true", help="with --version: requests without one get it"
+    )
     s.set_defaults(func=cmd_publish)
 
     s = sub.add_parser("rollback", help="point current.json back at an earlier build")

@@ -42,7 +42,13 @@ from anchored_query.querylog import ask_record, feedback_record, question_log
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
-from anchored_query.validation import parse_ask, parse_feedback, parse_json_body, parse_search
+from anchored_query.validation import (
+    parse_ask,
+    parse_feedback,
+    parse_json_body,
+    parse_search,
+    parse_version,
+)
 
 log = logging.getLogger("anchored.query")
 
@@ -193,18 +199,20 @@ def create_app(
         if request.method == "POST":
             # The question in the body, where CDN, proxy and access logs do not keep it.
             body = await body_of(request)
-            unknown = sorted(set(body) - {"q", "k"})
+            unknown = sorted(set(body) - {"q", "k", "version"})
             if unknown:
                 raise QueryError(400, "bad_request", f"unknown field {unknown[0]!r}")
             k = body.get("k")
             if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
                 raise QueryError(400, "bad_request", "'k' must be a whole number")
             query, count = parse_search(body.get("q"), None if k is None else str(k), settings)
+            version = parse_version(body.get("version"))
         else:
             query, count = parse_search(
                 request.query_params.get("q"), request.query_params.get("k"), settings
             )
-        return JSONResponse(await run_in_threadpool(engine.search, query, count))
+            version = parse_version(request.query_params.get("version"))
+        return JSONResponse(await run_in_threadpool(engine.search, query, count, version))
 
     async def post_feedback(request: Request) -> Response:
         json_only(request)

@@ -162,7 +162,9 @@ class Engine:
                     found = probe(self.settings.index)
                     if found is not None:
                         source, catalog = found
-                        self._versions = VersionRouter(self.settings, source, catalog, Engine)
+                        self._versions = VersionRouter(
+                            self.settings, source, catalog, _version_engine
+                        )
                     self._versions_probed = True
         return self._versions
 
@@ -648,6 +650,13 @@ def answer_extractive(
         "abstained": False,
         "mode": "extractive",
     }
+
+
+def _version_engine(settings: Settings) -> Engine:
+    """The engine of one version of a versioned index: it only loads (no versions of its own)."""
+    engine = Engine(settings)
+    engine._versions_probed = True
+    return engine
 
 
 def make_client_from(settings: Settings) -> LLMClient | None:

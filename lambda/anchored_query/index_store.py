@@ -618,7 +618,12 @@ def prefetch(location: str, *, cache_dir: str | Path = "/tmp/anchored") -> bool:
 
     def run() -> None:
         try:
-            source.fetch()
+            try:
+                source.fetch()
+            except IndexStoreError as exc:
+                if exc.public != NOT_PUBLISHED:
+                    raise
+                _prefetch_default_version(source)  # a versioned store (versions.json)?
         except Exception as exc:  # reported by the request's own fetch
             log.info("index prefetch failed: %s", exc)
 
@@ -629,14 +634,38 @@ def prefetch(location: str, *, cache_dir: str | Path = "/tmp/anchored") -> bool:
     return True
 
 
+def _prefetch_default_version(root: S3IndexSource) -> None:
+    """Fetch the default version of a versioned store into ``<cache>/versions/<version>``,
+    where that version's engine looks (anchored_query.versions); nothing without a catalog."""
+    from build_index.versions import VERSIONS, read_catalog_s3, version_location
+
+    catalog, _, _ = read_catalog_s3(root.client, root.loc)
+    version = catalog.resolve(None) if catalog is not None else None
+    if version is None:
+        return
+    location = version_location(root.location, version)
+    S3IndexSource(
+        S3Location.parse(location),
+        cache_dir=root.cache_dir / VERSIONS / version,
+        client=root.client,
+    ).fetch()
+
+
 def _wait_for_prefetch(location: str, cache_dir: Path) -> None:
-    """Let a prefetch of this location finish first (it fills the cache ``fetch`` reads)."""
+    """Let a prefetch of this location finish first (it fills the cache ``fetch`` reads);
+    a version of a versioned store waits for the prefetch of its store."""
     with _prefetches_lock:
-        thread = _prefetches.get((location, cache_dir))
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
-        with _prefetches_lock:
-            _prefetches.pop((location, cache_dir), None)
+        found = [
+            (key, thread)
+            for key, thread in _prefetches.items()
+            if (key[0], key[1]) == (location, cache_dir)
+            or (location.startswith(key[0] + "/") and key[1] in cache_dir.parents)
+        ]
+    for key, thread in found:
+        if thread is not threading.current_thread():
+            thread.join()
+            with _prefetches_lock:
+                _prefetches.pop(key, None)
 
 
 def _make_build_dir(build_dir: Path, build_id: str) -> None:

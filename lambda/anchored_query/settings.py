@@ -105,6 +105,7 @@ class Settings:
     client_ip_header: str = "cloudfront-viewer-address"  # trusted only with front_secret
     question_log: str = ""  # off; a folder or s3://bucket/prefix (querylog.py)
     question_log_days: int = 90  # records older than this are deleted
+    max_versions_loaded: int = 3  # versioned index: versions kept in memory (versions.py)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -190,6 +191,7 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
         ).lower(),
         "question_log": _get(env, "ANCHORED_QUESTION_LOG", ""),
         "question_log_days": _int(env, "ANCHORED_QUESTION_LOG_DAYS", 90, 1, 3650),
+        "max_versions_loaded": _int(env, "ANCHORED_MAX_VERSIONS_LOADED", 3, 1, 100),
     }
     _check_question_log(str(values["question_log"]), env)
     if values["front_secret"] and len(values["front_secret"]) < 16:

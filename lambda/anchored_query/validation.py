@@ -31,6 +31,7 @@ class AskRequest:
     history: tuple[Turn, ...] = ()
     scope: Scope = field(default_factory=Scope)
     mode: Mode = "auto"
+    version: str | None = None  # a version or alias of a versioned index; None: the default
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
 
 def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
     """Check a ``/v1/ask`` body."""
-    unknown = set(data) - {"question", "history", "scope", "mode"}
+    unknown = set(data) - {"question", "history", "scope", "mode", "version"}
     if unknown:
         raise bad(f"unknown fields: {_names(unknown)}")
     question = clean_text(data.get("question"), "question", settings.max_question_chars)
@@ -205,7 +206,19 @@ def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
         history=parse_history(data.get("history"), settings),
         scope=parse_scope(data.get("scope")),
         mode=mode,
+        version=parse_version(data.get("version")),
     )
+
+
+def parse_version(value: object) -> str | None:
+    """The ``version`` field: a version or alias name (``1.2``, ``latest``), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 1 <= len(value) <= 64:
+        raise bad("'version' must be a version or alias name such as '1.2' or 'latest'")
+    if not all(ch.isascii() and (ch.isalnum() or ch in "._+-") for ch in value):
+        raise bad("'version' may hold only letters, digits and . _ + -", "unknown_version")
+    return value
 
 
 def parse_feedback(data: dict[str, Any]) -> FeedbackRequest:
