@@ -78,3 +78,7 @@ class AnchoredConfig(base.Config):
     # `anchored serve` only: log each question to this folder (relative to mkdocs.yml),
     # off when empty; see site/owners.md. On AWS the template's QuestionLogDays turns it on.
     question_log = c.Type(str, default="")
+    # Versioned docs (mike): the version this build is; empty: the one mike is building
+    # (MIKE_DOCS_VERSION), else none. Its aliases; empty: ANCHORED_VERSION_ALIASES.
+    version = c.Type(str, default="")
+    version_aliases = c.ListOfItems(c.Type(str), default=[])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +49,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         self.pages: dict[str, PageInput] = {}
         self.index_dir: Path | None = None
         self.report: BuildReport | None = None
+        self.version = ""  # the docs version being built (mike), "" when unversioned
 
     # Defining on_startup keeps this object alive across `mkdocs serve` rebuilds,
     # so the embedding cache and the page list survive reloads.
@@ -61,10 +63,15 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         self._root = root
         self.cache_dir = (root / self.config.cache_dir).resolve()
         store = self.config.store
+        self.version = self._docs_version()
         if store.startswith("s3://"):
             self.index_dir = self.cache_dir / "index"
+            if self.version:
+                self.index_dir = self.cache_dir / "versions" / self.version / "index"
         else:
             self.index_dir = (root / store).resolve()
+            if self.version:  # <store>/versions/<version>, named in <store>/versions.json
+                self.index_dir = self.index_dir / "versions" / self.version
             site_dir = Path(config.site_dir).resolve()
             if self.index_dir == site_dir or site_dir in self.index_dir.parents:
                 raise PluginError(
@@ -114,7 +121,28 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             "search_ask": self.config.widget_search_ask,
             "timeout": round(self.config.widget_timeout * 1000),
             "scopes": True,
+            **({"version": self.version} if self.version else {}),
         }
+
+    def _docs_version(self) -> str:
+        """The version option, else the one mike is building (``MIKE_DOCS_VERSION``)."""
+        version = self.config.version or os.environ.get("MIKE_DOCS_VERSION", "")
+        if version:
+            from build_index.versions import check_name
+
+            try:
+                check_name(version)
+            except ValueError as exc:
+                raise PluginError(f"anchored: {exc}") from None
+        return version
+
+    def _version_aliases(self) -> list[str]:
+        """The version_aliases option, else ``ANCHORED_VERSION_ALIASES`` (comma-separated)."""
+        aliases = list(self.config.version_aliases)
+        if not aliases:
+            raw = os.environ.get("ANCHORED_VERSION_ALIASES", "")
+            aliases = [a.strip() for a in raw.replace(" ", ",").split(",") if a.strip()]
+        return aliases
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
         if not self.config.enabled or self.index_dir is None:
@@ -191,7 +219,12 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             exclude=tuple(settings["exclude"]),
             site_url=settings["site_url"],
             strict=settings["strict"],
-            reuse_from=store if store.startswith("s3://") else None,
+            # A version reuses the vectors of its own published build (versions.py layout).
+            reuse_from=(
+                (f"{store.rstrip('/')}/versions/{self.version}" if self.version else store)
+                if store.startswith("s3://")
+                else None
+            ),
         )
         try:
             self.report = build(
@@ -206,6 +239,9 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
 
     def _maybe_publish(self) -> None:
         store = self.config.store
+        if self.version and not store.startswith("s3://"):
+            self._record_version(store)
+            return
         if store.startswith("s3://"):
             if self.command == "serve":
                 log.info("anchored: not publishing to %s during `mkdocs serve`", store)
@@ -216,11 +252,46 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         from build_index.publish import publish
 
         assert self.index_dir is not None
+        if self.version:
+            self._publish_version(store)
+            return
         try:
             result = publish(self.index_dir, store, keep=self.config.keep_builds)
         except AnchoredError as exc:
             raise PluginError(f"anchored: publishing to {store} failed: {exc}") from exc
         log.info("anchored: published build %s to %s", result.build_id, store)
+
+    def _publish_version(self, store: str) -> None:
+        """Publish this version's index to ``<store>/versions/<version>`` and name it."""
+        from build_index.versions import publish_version
+
+        assert self.index_dir is not None
+        try:
+            done = publish_version(
+                self.index_dir,
+                store,
+                self.version,
+                aliases=self._version_aliases(),
+                keep=self.config.keep_builds,
+            )
+        except (AnchoredError, ValueError) as exc:
+            raise PluginError(f"anchored: publishing version {self.version} failed: {exc}") from exc
+        log.info(
+            "anchored: published version %s (build %s) to %s", done.version, done.build_id, store
+        )
+
+    def _record_version(self, store: str) -> None:
+        """Name the version's index (built in place) in the local store's catalog."""
+        from build_index.versions import record_local_version
+
+        assert self.index_dir is not None
+        try:
+            record_local_version(
+                self.index_dir.parent.parent, self.version, aliases=self._version_aliases()
+            )
+        except (AnchoredError, ValueError) as exc:
+            raise PluginError(f"anchored: recording version {self.version} failed: {exc}") from exc
+        log.info("anchored: version %s of the index in %s", self.version, self.index_dir)
 
 
 def inject_widget(output: str, settings: dict[str, Any]) -> str:
