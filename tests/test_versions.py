@@ -1,0 +1,278 @@
+"""Versioned docs with the real ``mike``: one index per version, one function for all.
+
+``tests/versions_site.py`` builds a fixture site twice with ``mike deploy`` (1.0, then
+2.0 with alias ``latest``; the default timeout is 10 s in 1.0 and 30 s in 2.0); the
+plugin, run by mike's build, writes each version's index to a local store. Those
+indexes are also published per version to moto's S3 server over real HTTP with
+``anchored publish --version``. The function answers each version from its own index,
+resolves aliases, refuses unknown versions naming the known ones, keeps at most
+``ANCHORED_MAX_VERSIONS_LOADED`` in memory and picks up a moved alias; the ask box in
+real Chromium asks the version of the page it is on, or the latest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from anchored_query.app import create_app
+from anchored_query.engine import Engine
+from anchored_query.errors import QueryError
+from anchored_query.settings import Settings
+from anchored_query.validation import AskRequest
+from mkdocs_anchored.cli import main as anchored
+from s3server import S3Bucket, moto_s3, s3, write_fake_index
+
+from build_index.errors import IndexFormatError, PublishError
+from build_index.publish import S3Location
+from build_index.versions import Catalog, publish_version, read_catalog_s3
+from tests.liveserver import ThreadedServer
+from tests.versions_site import MikeSite, build_mike_site
+
+__all__ = ["moto_s3", "s3"]  # fixtures used by name
+
+Q = "What is the default timeout?"
+CONFIG = re.compile(r'<script id="anchored-config" type="application/json">(.*?)</script>', re.S)
+
+
+@pytest.fixture(scope="module")
+def mike_site(tmp_path_factory: pytest.TempPathFactory) -> MikeSite:
+    if shutil.which("git") is None:
+        pytest.skip("git is needed to build with mike")
+    return build_mike_site(tmp_path_factory.mktemp("mike"))
+
+
+def _engine(index: str | Path, cache: Path, **env: str) -> Engine:
+    values = {"ANCHORED_INDEX": str(index), "ANCHORED_CACHE_DIR": str(cache), **env}
+    return Engine(Settings.from_env(values))
+
+
+def _answer(result: dict[str, Any]) -> str:
+    return " ".join(item["text"] for item in result["answer"])
+
+
+def _check_answers(engine: Engine) -> None:
+    """Each version from its own index; aliases and the default resolve to 2.0."""
+    old = engine.ask(AskRequest(question=Q, version="1.0"))
+    assert old["version"] == "1.0"
+    assert "10 seconds" in _answer(old) and "30 seconds" not in _answer(old)
+    for name in ("2.0", "latest", None):
+        new = engine.ask(AskRequest(question=Q, version=name))
+        assert new["version"] == "2.0", name
+        assert "30 seconds" in _answer(new) and "10 seconds" not in _answer(new), name
+    assert old["build_id"] != new["build_id"]
+    # A page only 2.0 has is found in 2.0 only.
+    found = engine.search("read a response body in chunks with client.stream", 3, "2.0")
+    assert found["version"] == "2.0"
+    assert found["results"][0]["url"].startswith("streaming/")
+    older = engine.search("read a response body in chunks with client.stream", 3, "1.0")
+    assert all(not r["url"].startswith("streaming/") for r in older["results"])
+    with pytest.raises(QueryError) as caught:
+        engine.ask(AskRequest(question=Q, version="3.0"))
+    assert caught.value.status == 400 and caught.value.code == "unknown_version"
+    assert "2.0 (latest), 1.0" in caught.value.message
+
+
+# -- the catalog ------------------------------------------------------------
+
+
+def test_catalog_moves_aliases_resolves_and_refuses_clashes() -> None:
+    c = Catalog().with_version("1.0", build_id="a", aliases=["latest"])
+    c = c.with_version("2.0", build_id="b", aliases=["latest", "stable"])
+    assert [v.version for v in c.versions] == ["2.0", "1.0"]  # newest first, as mike
+    assert c.find("1.0").aliases == ()  # type: ignore[union-attr]
+    assert c.resolve("latest") == "2.0" and c.resolve(None) == "2.0"
+    assert c.resolve("1.0") == "1.0" and c.resolve("9.9") is None
+    again = c.with_version("1.0", build_id="c")  # republished: keeps its place
+    assert [v.version for v in again.versions] == ["2.0", "1.0"]
+    assert again.find("1.0").build_id == "c"  # type: ignore[union-attr]
+    assert again.with_version("1.0", build_id="c", make_default=True).resolve(None) == "1.0"
+    with pytest.raises(PublishError, match="name of a version"):
+        c.with_version("3.0", build_id="d", aliases=["1.0"])
+    with pytest.raises(PublishError, match="alias of another version"):
+        c.with_version("stable", build_id="d")
+    with pytest.raises(ValueError, match="not a usable name"):
+        c.with_version("../etc", build_id="d")
+    assert Catalog.from_json(again.to_json(), "x") == again
+    with pytest.raises(IndexFormatError, match="twice"):
+        raw = json.loads(c.to_json())
+        raw["versions"][1]["aliases"] = ["latest"]
+        Catalog.from_json(json.dumps(raw).encode(), "versions.json")
+
+
+def test_an_unversioned_index_refuses_a_version(tmp_path: Path) -> None:
+    write_fake_index(tmp_path / "index", {"a.json": b"{}"})
+    engine = _engine(tmp_path / "index", tmp_path / "cache")
+    with pytest.raises(QueryError) as caught:
+        engine.current("1.0")
+    assert caught.value.code == "unknown_version" and "no versions" in caught.value.message
+    assert engine.versions() is None
+
+
+# -- the mike-built site -------------------------------------------------------
+
+
+def test_mike_builds_each_version_with_its_own_index(mike_site: MikeSite) -> None:
+    catalog = Catalog.from_json((mike_site.store / "versions.json").read_bytes(), "versions.json")
+    assert [(v.version, v.aliases) for v in catalog.versions] == [("2.0", ("latest",)), ("1.0", ())]
+    for version in ("1.0", "2.0"):
+        manifest_file = mike_site.store / "versions" / version / "manifest.json"
+        manifest = json.loads(manifest_file.read_text())
+        assert catalog.find(version).build_id == manifest["build_id"]  # type: ignore[union-attr]
+    # mike's own versions.json agrees, and each built page carries its version for the ask box.
+    mike = json.loads((mike_site.pages / "versions.json").read_text())
+    assert [(v["version"], v["aliases"]) for v in mike] == [("2.0", ["latest"]), ("1.0", [])]
+    for version in ("1.0", "2.0"):
+        page = (mike_site.pages / version / "configuration" / "index.html").read_text()
+        assert json.loads(CONFIG.search(page).group(1))["version"] == version  # type: ignore[union-attr]
+
+
+def test_function_answers_each_version_from_the_local_store(
+    mike_site: MikeSite, tmp_path: Path
+) -> None:
+    engine = _engine(mike_site.store, tmp_path / "cache")
+    _check_answers(engine)
+    health = engine.health()
+    assert health["default_version"] == "2.0"
+    assert [v["version"] for v in health["versions"]] == ["2.0", "1.0"]
+
+
+def test_versions_published_to_s3_are_served_from_one_deployment(
+    mike_site: MikeSite, s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
+    store = f"s3://{s3.name}/docs"
+    one, two = (str(mike_site.store / "versions" / v) for v in ("1.0", "2.0"))
+    assert anchored(["publish", one, store, "--version", "1.0", "--alias", "latest"]) == 0
+    assert anchored(["publish", two, store, "--version", "2.0", "--alias", "latest"]) == 0
+    assert "as version 2.0 (aliases: latest)" in capsys.readouterr().out
+    keys = s3.keys("docs/")
+    assert "docs/versions.json" in keys and "docs/current.json" not in keys
+    for version in ("1.0", "2.0"):
+        assert f"docs/versions/{version}/current.json" in keys
+    catalog, _, _ = read_catalog_s3(s3.client, S3Location.parse(store))
+    assert catalog is not None and catalog.resolve("latest") == "2.0"
+    assert catalog.find("1.0").aliases == ()  # type: ignore[union-attr]  # the alias moved
+    engine = _engine(store, tmp_path / "cache", ANCHORED_MAX_VERSIONS_LOADED="1")
+    _check_answers(engine)
+    router = engine.versions()
+    # The bound: only the version asked last (1.0, by the last search) stays in memory.
+    assert router is not None and router.loaded_versions() == ["1.0"]
+    assert (tmp_path / "cache" / "versions" / "1.0").is_dir()  # each version its own cache
+    # A bad alias is refused before anything is uploaded; the catalog is unchanged.
+    before = s3.get("docs/versions.json")
+    assert anchored(["publish", one, store, "--version", "3.0", "--alias", "1.0"]) == 1
+    assert s3.get("docs/versions.json") == before
+    assert not any(k.startswith("docs/versions/3.0/") for k in s3.keys("docs/"))
+
+
+def test_a_moved_alias_is_picked_up_without_a_redeploy(
+    mike_site: MikeSite, s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
+    store = f"s3://{s3.name}/docs"
+    for version in ("2.0", "1.0"):  # 1.0 published last, with latest
+        publish_version(mike_site.store / "versions" / version, store, version, aliases=["latest"])
+    engine = _engine(store, tmp_path / "cache", ANCHORED_REFRESH_S="0")
+    assert engine.ask(AskRequest(question=Q, version="latest"))["version"] == "1.0"
+    publish_version(mike_site.store / "versions" / "2.0", store, "2.0", aliases=["latest"])
+    engine.current("1.0")  # starts the background catalog check
+    router = engine.versions()
+    assert router is not None and router.wait_for_refresh(10)
+    result = engine.ask(AskRequest(question=Q, version="latest"))
+    assert result["version"] == "2.0" and "30 seconds" in _answer(result)
+
+
+def test_a_cold_start_prefetches_the_default_version(
+    mike_site: MikeSite, s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda's prefetch() of a versioned store downloads the default version where its
+    engine looks, so the first request finds it in the cache."""
+    from anchored_query import index_store
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
+    store = f"s3://{s3.name}/docs"
+    for version, aliases in (("1.0", []), ("2.0", ["latest"])):
+        publish_version(mike_site.store / "versions" / version, store, version, aliases=aliases)
+    cache = tmp_path / "cache"
+    assert index_store.prefetch(store, cache_dir=cache)
+    with index_store._prefetches_lock:
+        threads = list(index_store._prefetches.values())
+    for thread in threads:
+        thread.join(60)
+    build = json.loads((mike_site.store / "versions" / "2.0" / "manifest.json").read_text())
+    assert (cache / "versions" / "2.0" / build["build_id"] / "manifest.json").is_file()
+    assert not (cache / "versions" / "1.0").exists()
+    result = _engine(store, cache).ask(AskRequest(question=Q))
+    assert result["version"] == "2.0" and result["build_id"] == build["build_id"]
+
+
+def test_http_api_takes_a_version_and_lists_known_ones(mike_site: MikeSite, tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"ANCHORED_INDEX": str(mike_site.store), "ANCHORED_CACHE_DIR": str(tmp_path / "c")}
+    )
+    with ThreadedServer(create_app(settings)) as srv:
+        url = f"http://127.0.0.1:{srv.port}"
+        r = httpx.post(f"{url}/v1/ask", json={"question": Q, "version": "1.0"}, timeout=60)
+        assert r.status_code == 200 and r.json()["version"] == "1.0"
+        assert "10 seconds" in _answer(r.json())
+        r = httpx.post(f"{url}/v1/ask", json={"question": Q}, timeout=60)
+        assert r.json()["version"] == "2.0"
+        r = httpx.get(f"{url}/v1/search", params={"q": "timeout", "version": "latest"})
+        assert r.status_code == 200 and r.json()["version"] == "2.0"
+        r = httpx.post(f"{url}/v1/search", json={"q": "timeout", "version": "1.0"})
+        assert r.json()["version"] == "1.0"
+        r = httpx.post(f"{url}/v1/ask", json={"question": Q, "version": "0.9"}, timeout=60)
+        assert r.status_code == 400
+        assert r.json()["error"]["code"] == "unknown_version"
+        assert "2.0 (latest), 1.0" in r.json()["error"]["message"]
+        r = httpx.post(f"{url}/v1/ask", json={"question": Q, "version": ["1.0"]}, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_request"
+        health = httpx.get(f"{url}/v1/health").json()
+        assert health["default_version"] == "2.0" and health["version"] == "2.0"
+
+
+@pytest.mark.browser
+def test_widget_in_chromium_on_the_mike_site(mike_site: MikeSite, tmp_path: Path) -> None:
+    """tests/browser/versions.test.js in real Chromium against the mike-built pages served
+    with the function over the versioned store: ask on /1.0/ → a 1.0 answer labelled 1.0;
+    the latest chosen with the keyboard → 2.0 with 2.0 links; /latest/ → 2.0.
+    ``ANCHORED_VERSIONS_SHOTS=DIR`` keeps the screenshot (the docs' image)."""
+    from tests.liveserver import AppProcess
+    from tests.test_browser import BROWSER, NODE_PACKAGES, _node_env, _require_browser, _run
+
+    _require_browser()
+    if not all((BROWSER / "node_modules" / p).is_dir() for p in NODE_PACKAGES):
+        pytest.skip("tests/browser/node_modules is missing (test_browser.py installs it)")
+    server = (
+        "import sys, uvicorn; from pathlib import Path; "
+        "from anchored_query.app import create_app; from anchored_query.settings import Settings; "
+        "uvicorn.run(create_app(Settings.from_env(), site_dir=Path(sys.argv[1])), "
+        "host='127.0.0.1', port=int(sys.argv[3]), log_level='warning')"
+    )
+    env = {
+        "ANCHORED_INDEX": str(mike_site.store),
+        "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+        "ANCHORED_FEEDBACK": str(tmp_path / "feedback"),
+    }
+    command = [sys.executable, "-c", server, str(mike_site.pages)]  # AppProcess adds --port
+    with AppProcess(env, command=command, log_file=tmp_path / "server.log") as proc:
+        extra = {"ANCHORED_VERSIONS_DOC_IMAGES": os.environ.get("ANCHORED_VERSIONS_SHOTS", "")}
+        node_env = _node_env(
+            ANCHORED_TEST_URL=proc.url,
+            ANCHORED_VERSIONS_E2E="1",
+            ANCHORED_SCREENSHOTS=str(tmp_path / "shots"),
+            **{k: v for k, v in extra.items() if v},
+        )
+        cmd = ["node", "--test", "--test-concurrency=1", "--test-reporter=tap", "versions.test.js"]
+        code, out = _run(cmd, cwd=BROWSER, env=node_env, timeout=300)
+    assert code == 0, f"versions.test.js failed (exit {code}):\n{out}"
+    passed = re.search(r"^# pass (\d+)$", out, re.M)
+    assert passed and int(passed.group(1)) == 7, out  # 3 in Chromium, 4 without
