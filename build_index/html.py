@@ -236,6 +236,23 @@ def _drop_non_content(root: LexborNode) -> None:
             node.decompose()
 
 
+def _code_language(pre: LexborNode) -> str:
+    """The fence language of a ``<pre>`` block: a ``language-X`` (or ``lang-X``,
+    Sphinx's ``highlight-X``) class on its ``<code>``, itself or the two elements
+    around it (Python-Markdown, pymdownx.highlight, Pygments, Sphinx); ``""`` if none."""
+    code = pre.css_first("code")
+    nodes = [code, pre, pre.parent, pre.parent.parent if pre.parent is not None else None]
+    for node in nodes:
+        for name in _classes(node) if node is not None else []:
+            match = _LANGUAGE_CLASS.fullmatch(name.lower())
+            if match and match.group(1) not in ("none", "default"):
+                return match.group(1)
+    return ""
+
+
+_LANGUAGE_CLASS = re.compile(r"(?:language|lang|highlight)-([a-z0-9][a-z0-9_+#.-]{0,31})")
+
+
 def _normalise(text: str) -> str:
     """Collapse whitespace runs to one space and drop control characters."""
     if _CONTROL.search(text):
@@ -283,6 +300,7 @@ class _Builder:
         self.level, self.excluded = level, excluded
         self.lines: list[str] = []
         self.blocks: list[Block] = []
+        self.code: list[list[int | str]] = []  # [start, end, language] of each code block
         self.pos = 0
         self.block_type: ChunkType | None = None
         self.block_start = -1
@@ -300,7 +318,7 @@ class _Builder:
             title=self.title,
             heading_path=self.heading_path,
             text="\n".join(self.lines),
-            meta={"level": self.level},
+            meta={"level": self.level, "code": self.code},
         )
         self.done.append((section, self.blocks))
 
@@ -350,6 +368,13 @@ class _Builder:
             self.block_start = self.pos
         self.lines.append(text)
         self.pos += len(text)
+
+    def code_line(self, text: str, language: str) -> None:
+        """Add one code block's text as a line, recording its span and fence language."""
+        if not text or self.excluded:
+            return
+        self.line(text)
+        self.code.append([self.pos - len(text), self.pos, language])
 
     def mark_header_end(self) -> None:
         if self.block_start >= 0:
@@ -428,11 +453,12 @@ class _Walker:
         text = _CODE_CONTROL.sub("", node.text(deep=True)).strip("\n")
         if not text.strip():
             return
+        language = _code_language(node)
         if in_block:
-            self.out.line(text)
+            self.out.code_line(text, language)
         else:
             self.out.open_block("code")
-            self.out.line(text)
+            self.out.code_line(text, language)
             self.out.close_block()
 
     def table(self, node: LexborNode, in_block: bool) -> None:
