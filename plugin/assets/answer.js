@@ -270,6 +270,7 @@ function renderReply(ctx, turn) {
     if (r.citations.length) out.push(sources(ctx, r, 'Sources'));
   }
   const meta = r.passages_considered ? `Based on ${r.passages_considered} passages read` : '';
+  if (r.version) out.push(el('p', { class: 'anchored-version-note', text: `From the docs of version ${r.version}` }));
   out.push(
     el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(ctx, 'Copy answer as Markdown', () => toMarkdown(r, ctx.hrefFor, ctx.linkFor)), ...(r.id ? feedback(ctx, turn) : [])),
   );

@@ -219,6 +219,7 @@ export function readAnswer(data) {
     passages_considered: Number.isInteger(data.passages_considered) ? data.passages_considered : 0,
     note: str(data.note), // multilingual docs: the answer comes from another language's pages
     other_language: data.other_language === true,
+    version: str(data.version), // versioned docs: the version the answer is from ("" when none)
   };
 }
 

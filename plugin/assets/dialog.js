@@ -4,6 +4,7 @@ import { liveView, renderTurnBody } from './answer.js';
 import { apiUrl, postJSON, readAnswer, readSentence, readSources } from './api.js';
 import { el, icon } from './dom.js';
 import { languageControl } from './languages.js';
+import { versionControl } from './versions.js';
 import { siteLink } from './markdown.js';
 import { answerText, citationHref, citationPath, prefixLabel, sectionPrefix } from './text.js';
 
@@ -53,6 +54,7 @@ export function createDialog(env) {
   const scopeSel = el('select', { class: 'anchored-scope__select', id: uid + '-scope' });
   const scope = el('label', { class: 'anchored-scope', for: uid + '-scope' }, 'Search in ', scopeSel);
   const language = languageControl(cfg, uid); // multilingual docs: the reader's language first
+  const version = versionControl(cfg, env.root, uid); // versioned docs (mike): this page's or the latest
   const log = el('div', { class: 'anchored-log', 'aria-live': 'polite', 'aria-relevant': 'additions' });
   const intro = el(
     'div',
@@ -108,6 +110,7 @@ export function createDialog(env) {
         el('h2', { class: 'anchored-title', id: titleId, text: String(cfg.title || 'Ask the docs') }),
         scope,
         language.element,
+        version.element,
         el('button', { type: 'button', class: 'anchored-icon-btn', title: 'New conversation', 'aria-label': 'New conversation', onclick: reset }, icon('reset')),
         el('button', { type: 'button', class: 'anchored-icon-btn', title: 'Close (Esc)', 'aria-label': 'Close', onclick: () => close() }, icon('close')),
       ),
@@ -239,6 +242,7 @@ export function createDialog(env) {
     if (hist.length) body.history = hist;
     if (scopeSel.value) body.scope = { include: [scopeSel.value] };
     language.apply(body); // lang (this page's), other_languages when the reader includes them
+    if (version.value()) body.version = version.value();
     const turn = existing || { q };
     delete turn.error;
     delete turn.cancelled;
@@ -274,7 +278,7 @@ export function createDialog(env) {
         timeout: Number(cfg.timeout) || 30000,
         onEvent,
       });
-      turn.reply = readAnswer(data);
+      turn.reply = version.adopt(readAnswer(data));
     } catch (e) {
       if (e.kind === 'aborted') {
         turn.cancelled = true;
