@@ -187,7 +187,9 @@ function inline(ctx, nodes) {
 function chips(ctx, r, item) {
   return (item.citations || []).map((n) => {
     const c = r.citations.find((x) => x.n === n);
-    return c ? chip(ctx, c) : null;
+    // The chip highlights (and previews) the part of the passage that backs this item.
+    const own = item.spans && item.spans[n];
+    return c ? chip(ctx, own ? { ...c, highlight: own, passage: own } : c) : null;
   });
 }
 

@@ -186,6 +186,9 @@ export async function postJSON(url, body, { signal, timeout = 30000, onEvent = n
 }
 
 const str = (v) => (v == null ? '' : String(v));
+// An answer item's own cited spans (`answer[i].spans`, see the HTTP API page): n → the text its chip highlights.
+const spansOf = (list, known) =>
+  Object.fromEntries((Array.isArray(list) ? list : []).filter((x) => x && known.has(x.n) && typeof x.highlight === 'string' && x.highlight).map((x) => [x.n, x.highlight]));
 
 /** Check and normalise an /v1/ask reply so the UI only ever sees the fields it expects. */
 export function readAnswer(data) {
@@ -212,6 +215,7 @@ export function readAnswer(data) {
       .map((s) => ({
         text: str(s.text),
         citations: (Array.isArray(s.citations) ? s.citations : []).filter((n) => known.has(n)),
+        spans: spansOf(s.spans, known),
       })),
     citations,
     abstained: data.abstained === true,

@@ -1,6 +1,6 @@
 // Highlight a cited passage on the live page: walk text nodes (like Material's `?h=`),
 // match on a whitespace-free, lower-case key, wrap the matched ranges in <mark>.
-import { keyChars, findSpan } from './text.js';
+import { keyChars, findSpan, toKey } from './text.js';
 
 export const MARK_CLASS = 'anchored-hl';
 
@@ -35,6 +35,79 @@ export function contentRoot(doc = document) {
     doc.querySelector('article') ||
     doc.body
   );
+}
+
+const BLOCKISH = /^(block|flex|grid|table|list-item|flow-root)/;
+
+/** A whitespace-only text node that renders (inside code or between inline content). */
+function flowing(node) {
+  const parent = node.parentElement;
+  if (!parent) return false;
+  if (parent.closest('pre, code')) return true;
+  const side = (n) => !n || (n.nodeType === 1 && BLOCKISH.test(getComputedStyle(n).display));
+  if (BLOCKISH.test(getComputedStyle(parent).display) && (side(node.previousSibling) || side(node.nextSibling))) return false;
+  return !/^(TR|TBODY|THEAD|TFOOT|TABLE|UL|OL|DL|COLGROUP)$/.test(parent.tagName);
+}
+
+/** The text of an element the index keeps (the ignored subtrees left out). */
+function visibleText(el) {
+  return textNodes(el).map((n) => n.data).join('');
+}
+
+/** Display of an element that starts a block (or a cell, a row, an item): marks stop there. */
+function isBlock(el) {
+  return BLOCKISH.test(getComputedStyle(el).display) || /^(PRE|TD|TH|LI|TR)$/.test(el.tagName);
+}
+
+/**
+ * Mark key range [a, b): the text nodes it covers (the two at its ends split at its ends),
+ * each lifted to the largest inline element it fills (inline code, bold, a link, a code
+ * token), and runs of neighbouring covered nodes wrapped in one <mark> per block: one
+ * continuous mark across inline elements and code tokens. Whitespace between blocks
+ * (cells, items, paragraphs) is not rendered and stays outside.
+ */
+function markSpan(doc, root, nodes, nodeOf, offOf, a, b) {
+  const firstNode = nodeOf[a];
+  const lastNode = nodeOf[b - 1];
+  const covered = [];
+  for (let ni = firstNode; ni <= lastNode; ni++) {
+    let node = nodes[ni];
+    const s = ni === firstNode ? offOf[a] : 0;
+    const e = ni === lastNode ? offOf[b - 1] + 1 : node.data.length;
+    if (!node.data.slice(s, e).trim() && !flowing(node)) continue;
+    if (e < node.data.length) node.splitText(e);
+    if (s > 0) node = node.splitText(s);
+    covered.push(node);
+  }
+  const inSpan = new Set(covered);
+  const full = (el) => textNodes(el).every((t) => inSpan.has(t));
+  const tops = [];
+  for (const node of covered) {
+    let top = node;
+    while (top.parentElement && top.parentElement !== root && !isBlock(top.parentElement) && full(top.parentElement)) {
+      top = top.parentElement;
+    }
+    if (tops[tops.length - 1] !== top && !(tops.length && tops[tops.length - 1].contains(top))) tops.push(top);
+  }
+  // Runs of siblings: consecutive tops with nothing but covered nodes between them.
+  const marks = [];
+  let run = [];
+  const flush = () => {
+    if (!run.length) return;
+    const mark = doc.createElement('mark');
+    mark.className = MARK_CLASS;
+    run[0].parentNode.insertBefore(mark, run[0]);
+    for (const n of run) mark.appendChild(n);
+    marks.push(mark);
+    run = [];
+  };
+  for (const top of tops) {
+    const prev = run[run.length - 1];
+    if (prev && prev.nextSibling !== top) flush();
+    run.push(top);
+  }
+  flush();
+  return marks;
 }
 
 function textNodes(root) {
@@ -111,27 +184,15 @@ export function highlight(spec, anchor, doc = document) {
   if (!span) return [];
 
   const [a, b] = span;
-  const firstNode = nodeOf[a];
-  const lastNode = nodeOf[b - 1];
-  const marks = [];
-  for (let ni = firstNode; ni <= lastNode; ni++) {
-    const node = nodes[ni];
-    const s = ni === firstNode ? offOf[a] : 0;
-    const e = ni === lastNode ? offOf[b - 1] + 1 : node.data.length;
-    if (!node.data.slice(s, e).trim()) continue; // whitespace between cells or items
-    const range = doc.createRange();
-    range.setStart(node, s);
-    range.setEnd(node, e);
-    const mark = doc.createElement('mark');
-    mark.className = MARK_CLASS;
-    range.surroundContents(mark);
-    marks.push(mark);
-  }
+  const marks = markSpan(doc, root, nodes, nodeOf, offOf, a, b);
   if (marks.length) {
-    // Code and table rows are cut into many small marks: outline their blocks too.
-    for (const m of marks) {
-      const block = m.closest('pre, tr');
-      if (block && root.contains(block)) block.classList.add(MARK_CLASS + '-block');
+    // A table row marked whole is shaded whole: its cells' padding joins the marks.
+    const rows = new Set(marks.map((m) => m.closest('tr')).filter((r) => r && root.contains(r)));
+    for (const row of rows) {
+      const cells = [...row.children].filter((c) => c.textContent.trim());
+      if (cells.every((c) => toKey([...c.querySelectorAll('mark.' + MARK_CLASS)].map((m) => m.textContent).join('')) === toKey(visibleText(c)))) {
+        row.classList.add(MARK_CLASS + '-block');
+      }
     }
     marks[0].classList.add(MARK_CLASS + '--first');
     marks[marks.length - 1].classList.add(MARK_CLASS + '--last');

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import {
   BASE, FIXTURES, INSTANT_SITE, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, isHarness, key, launch, newPage, open, readHighlight, until,
 } from './helpers.js';
+import { encodeSpec, specFor } from '../../plugin/assets/text.js';
 
 let browser;
 before(async () => {
@@ -77,6 +78,77 @@ test('a link built by hand (first and last words) highlights the range between t
   const passage = FIXTURES.default.citations[1].highlight; // the table
   await open(page, PAGE, { query: '?anchored-hl=Option+Default+meaning~OFFER+the+current-section+scope#options' });
   await assertHighlighted(page, passage, 'hand-made link');
+  await page.context().close();
+});
+
+/** Gaps (px) between marks side by side on one line: none when the span reads as one mark. */
+async function markGaps(page) {
+  return page.$$eval('mark.anchored-hl', (ms) => {
+    const lines = new Map();
+    for (const r of ms.flatMap((m) => [...m.getClientRects()]).filter((x) => x.width > 0)) {
+      const k = Math.round(r.top);
+      if (!lines.has(k)) lines.set(k, []);
+      lines.get(k).push(r);
+    }
+    const gaps = [];
+    for (const rs of lines.values()) {
+      rs.sort((x, y) => x.left - y.left);
+      for (let i = 1; i < rs.length; i++) if (rs[i].left - rs[i - 1].right > 0.5) gaps.push(Math.round(rs[i].left - rs[i - 1].right));
+    }
+    return gaps;
+  });
+}
+
+/** Open the page with a hand-made highlight of `span` in section `anchor`. */
+async function openSpan(page, span, anchor, opts = {}) {
+  await open(page, PAGE, { ...opts, query: `?anchored-hl=${encodeSpec(specFor(span))}#${anchor}` });
+}
+
+test('a span inside a code block: only its lines, as one continuous mark (no gaps at tokens)', async () => {
+  const page = await newPage(browser);
+  const span = '- anchored:\n      endpoint: https://api.example.com/';
+  await openSpan(page, span, 'example');
+  await assertHighlighted(page, span, 'two lines of code');
+  const tokens = await page.$$eval('#example ~ div pre span, #example ~ pre span', (x) => x.length);
+  assert.ok(tokens > 4, 'the code block is highlighted by tokens (pygments)');
+  assert.deepEqual(await markGaps(page), [], 'gaps between the marks of one line');
+  assert.equal(await page.locator('mark.anchored-hl').count(), 1, 'one mark for one run of code');
+  const unmarked = await page.$eval('mark.anchored-hl', (m) => m.closest('pre').textContent.replace(m.textContent, ''));
+  assert.match(unmarked, /search/, 'the other lines of the block are not marked');
+  await page.context().close();
+});
+
+test('a span across inline elements (bold, inline code) is one mark; a table row is shaded whole', async () => {
+  const page = await newPage(browser);
+  const sentence = 'An empty string means the API is served from the same origin as the site, which is what anchored serve does.';
+  await openSpan(page, sentence, 'endpoint');
+  await assertHighlighted(page, sentence, 'sentence with <strong> and <code>');
+  assert.equal(await page.locator('mark.anchored-hl').count(), 1);
+  assert.deepEqual(await page.$$eval('mark.anchored-hl strong, mark.anchored-hl code', (x) => x.map((e) => e.tagName)), ['STRONG', 'CODE']);
+  assert.deepEqual(await markGaps(page), []);
+  // Only the cited sentence: the one before it is not marked.
+  assert.ok(!(await page.$eval('mark.anchored-hl', (m) => m.textContent)).includes('Set the'));
+  const row = 'shortcut | a | Key that opens the dialog';
+  await openSpan(page, row, 'options');
+  await assertHighlighted(page, row, 'table row');
+  assert.deepEqual(await page.$$eval('tr.anchored-hl-block', (r) => r.map((x) => x.textContent.trim().split(/\s+/)[0])), ['shortcut']);
+  await page.context().close();
+});
+
+test('each chip highlights its own span: one passage cited by two sentences', async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE);
+  await ask(page, 'How do I configure the endpoint?');
+  const item = FIXTURES.default.answer[3]; // cites [4, 1]; [1] with its own span
+  const own = Object.fromEntries(item.spans.map((x) => [x.n, x.highlight]));
+  const chips = page.locator('.anchored-answer .anchored-chip', { hasText: /^1$/ });
+  assert.equal(await chips.count(), 2, 'passage 1 is cited twice');
+  await chips.nth(1).click();
+  await assertHighlighted(page, own[1], 'chip [1] of the fourth sentence');
+  await page.click('.anchored-open');
+  await page.waitForSelector('dialog.anchored-dialog[open]');
+  await chips.nth(0).click();
+  await assertHighlighted(page, FIXTURES.default.citations[0].highlight, 'chip [1] of the first sentence');
   await page.context().close();
 });
 
