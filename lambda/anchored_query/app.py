@@ -42,6 +42,7 @@ from anchored_query.querylog import ask_record, feedback_record, question_log
 from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
+from anchored_query.streaming import EventStream, events, precheck, wants_stream
 from anchored_query.validation import (
     parse_ask,
     parse_feedback,
@@ -186,6 +187,16 @@ def create_app(
         await limited(request)
         ask_request = parse_ask(await body_of(request), settings)
         started = time.perf_counter()
+        if wants_stream(request.headers.get("accept", "")):  # Server-Sent Events (streaming.py)
+            await run_in_threadpool(precheck, engine, ask_request)
+
+            def logged(result: dict[str, Any]) -> None:
+                if qlog is not None:
+                    latency_ms = (time.perf_counter() - started) * 1000
+                    qlog.submit(ask_record(result, ask_request.question, latency_ms))
+
+            body = events(engine, ask_request, logged, request.is_disconnected)
+            return EventStream(body)
         result = await run_in_threadpool(engine.ask, ask_request)
         if qlog is not None:  # a queue put: never waits, never raises (querylog.py)
             latency_ms = (time.perf_counter() - started) * 1000

@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from anchored_query.errors import LLMError
-from anchored_query.llm.base import ChatMessage, Completion, LLMClient
+from anchored_query.llm.base import ChatMessage, Completion, LLMClient, StreamEvent, stream_reply
 from anchored_query.settings import Settings
 from anchored_query.shared_state import Counters, StateUnavailable
 
@@ -226,6 +226,66 @@ class BudgetedClient:
             max_tokens if used_out is None else used_out,
         )
         return completion
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The inner client's reply as it is written (:func:`~anchored_query.llm.base.
+        stream_reply`), reserved and settled like :meth:`complete`.
+
+        A stream abandoned before its end (the reader went away, the request's time
+        ran out) is settled at the input bound and, as output, the UTF-8 bytes of the
+        text received so far plus :data:`TOKENS_PER_REPLY` (no more than ``max_tokens``):
+        the provider charges what it generated, and reports none of it.
+        """
+        bound = input_token_bound(messages)
+        reservation = self._reserve(bound, max_tokens)
+        received = 0
+        settled = False
+        try:
+            for event in stream_reply(
+                self.inner,
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                timeout_s=timeout_s,
+            ):
+                if isinstance(event, Completion):
+                    used_in, used_out = event.input_tokens, event.output_tokens
+                    settled = True
+                    self._settle(
+                        reservation,
+                        bound if used_in is None else used_in,
+                        max_tokens if used_out is None else used_out,
+                    )
+                else:
+                    received += len(event.encode("utf-8", "surrogatepass"))
+                yield event
+        except LLMError as exc:
+            settled = True
+            if exc.category in NOT_CHARGED and not received:
+                self._settle(reservation, 0, 0)
+            raise
+        finally:
+            if not settled:  # abandoned: closed early, or failed in a way not mapped
+                self._settle(reservation, bound, min(max_tokens, received + TOKENS_PER_REPLY))
+
+    def _reserve(self, bound: int, max_tokens: int) -> Reservation:
+        try:
+            return self.budget.reserve(bound, max_tokens)
+        except BudgetExceeded as exc:
+            log.warning("LLM call refused: the spend cap is reached (%s)", exc)
+            raise LLMError("budget", "the spend cap is reached", provider=self.name) from None
+        except StateUnavailable as exc:
+            log.error("LLM call refused: the spend counter cannot be checked (%s)", exc)
+            raise LLMError(
+                "budget", "the spend counter cannot be checked", provider=self.name
+            ) from None
 
     def _settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
         try:

@@ -157,7 +157,32 @@ class Disconnect:
     """Close the connection without answering."""
 
 
-Behaviour = Reply | Sleep | Hang | Status | Malformed | Empty | Refuse | Disconnect
+@dataclass(frozen=True)
+class Partial:
+    """To a streaming request: send the first ``tokens`` pieces of ``text`` (at the
+    server's :class:`StreamRate`), then ``then``: "disconnect" (drop the connection) or
+    "hang" (send nothing more until the client goes away). Not streaming: a Disconnect."""
+
+    text: ReplyText
+    tokens: int
+    then: str = "disconnect"
+
+    def render(self, request: RecordedRequest) -> str:
+        """The reply text for ``request``."""
+        return self.text(request) if callable(self.text) else self.text
+
+
+@dataclass(frozen=True)
+class StreamRate:
+    """How fast a fake streams a reply: ``first_token_s`` before the first piece (the
+    model reading the prompt), then ``tokens_per_s`` pieces a second (0: all at once).
+    A piece is a word with the white space after it (about a token of English)."""
+
+    first_token_s: float = 0.0
+    tokens_per_s: float = 0.0
+
+
+Behaviour = Reply | Sleep | Hang | Status | Malformed | Empty | Refuse | Disconnect | Partial
 
 
 # ---------------------------------------------------------------- reply helpers
@@ -287,8 +312,9 @@ class FakeServer:
 
     default_reply: ClassVar[str] = "This is a fake answer."
 
-    def __init__(self, default: Behaviour | None = None) -> None:
+    def __init__(self, default: Behaviour | None = None, *, rate: StreamRate | None = None) -> None:
         self.default: Behaviour = default or Reply(self.default_reply)
+        self.rate = rate or StreamRate()
         self._queue: deque[Behaviour] = deque()
         self._requests: list[RecordedRequest] = []
         self._disconnected: list[RecordedRequest] = []
@@ -491,6 +517,51 @@ class FakeServer:
         raise NotImplementedError
 
 
+_PIECE = re.compile(r"\s*\S+\s*|\s+")
+
+
+def stream_pieces(text: str) -> list[str]:
+    """``text`` cut into the pieces a fake streams: words with their white space."""
+    return _PIECE.findall(text)
+
+
+class ChunkedWriter:
+    """Writes a ``Transfer-Encoding: chunked`` body, paced by a :class:`StreamRate`;
+    a client that went away is noted in :attr:`FakeServer.disconnected`."""
+
+    def __init__(self, fake: FakeServer, handler: _Handler, request: RecordedRequest) -> None:
+        self.fake, self.handler, self.request = fake, handler, request
+        self.start = time.monotonic()
+        self.sent = 0
+
+    def pace(self) -> bool:
+        """Wait until the next piece is due; False when the client or server went away."""
+        rate = self.fake.rate
+        due = self.start + rate.first_token_s
+        if rate.tokens_per_s > 0:
+            due += self.sent / rate.tokens_per_s
+        return self.fake._wait(self.handler, self.request, due - time.monotonic())
+
+    def write(self, data: bytes) -> bool:
+        """Send one chunk; False when the client went away."""
+        try:
+            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.handler.wfile.flush()
+        except OSError:
+            with self.fake._lock:
+                self.fake._disconnected.append(self.request)
+            self.handler.close_connection = True
+            return False
+        self.sent += 1
+        return True
+
+    def end(self) -> None:
+        """The last, empty chunk."""
+        with contextlib.suppress(OSError):
+            self.handler.wfile.write(b"0\r\n\r\n")
+            self.handler.wfile.flush()
+
+
 def _peer_closed(conn: socket.socket) -> bool:
     """Whether the client closed (or reset) its end of ``conn``."""
     try:
@@ -525,6 +596,7 @@ from .openai_server import FakeOpenAIServer  # noqa: E402
 
 __all__ = [
     "Behaviour",
+    "ChunkedWriter",
     "Disconnect",
     "Empty",
     "FakeBedrockServer",
@@ -532,13 +604,16 @@ __all__ = [
     "FakeServer",
     "Hang",
     "Malformed",
+    "Partial",
     "RecordedRequest",
     "Refuse",
     "Reply",
     "Sleep",
     "Status",
+    "StreamRate",
     "echo_prompt",
     "leak_system_prompt",
     "obey_injection",
     "quote_passages",
+    "stream_pieces",
 ]

@@ -1,4 +1,7 @@
-"""A fake OpenAI-compatible server: ``POST /v1/chat/completions`` (non-streaming).
+"""A fake OpenAI-compatible server: ``POST /v1/chat/completions``, buffered or
+streamed (``"stream": true``: Server-Sent Events of ``chat.completion.chunk``
+objects at the server's :class:`~fakes.StreamRate`, the usage chunk when
+``stream_options.include_usage`` asks for it, then ``data: [DONE]``).
 
 Requests are checked like a real server would (JSON, ``model``, ``messages``
 with known roles): a broken one gets a 400 in OpenAI's error shape and is
@@ -7,16 +10,20 @@ still recorded.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import socket
 import time
 from typing import Any
 
 from . import (
     Behaviour,
+    ChunkedWriter,
     Empty,
     FakeServer,
     Malformed,
+    Partial,
     RecordedRequest,
     Refuse,
     Reply,
@@ -24,6 +31,7 @@ from . import (
     _Handler,
     iter_text,
     json_body,
+    stream_pieces,
 )
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -95,13 +103,20 @@ class FakeOpenAIServer(FakeServer):
                 return Status(400, "Invalid value for 'messages[].role'")
             if not isinstance(m.get("content"), str | list):
                 return Status(400, "Invalid type for 'messages[].content'")
-        if body.get("stream"):
-            return Status(400, "this fake does not stream")
+        if "stream" in body and not isinstance(body["stream"], bool):
+            return Status(400, "Invalid type for 'stream'")
         return None
 
     def respond(self, handler: _Handler, request: RecordedRequest, behaviour: Behaviour) -> None:
         """Write the OpenAI response for ``behaviour``."""
-        if isinstance(behaviour, Status):
+        streaming = isinstance(request.body, dict) and request.body.get("stream") is True
+        if streaming and isinstance(behaviour, Reply | Partial | Empty | Refuse):
+            self._stream(handler, request, behaviour)
+        elif isinstance(behaviour, Partial):
+            handler.close_connection = True
+            with contextlib.suppress(OSError):
+                handler.connection.shutdown(socket.SHUT_RDWR)
+        elif isinstance(behaviour, Status):
             headers = {}
             if behaviour.retry_after is not None:
                 headers["Retry-After"] = f"{behaviour.retry_after:g}"
@@ -130,6 +145,68 @@ class FakeOpenAIServer(FakeServer):
             handler.send_body(200, _dump(body))
         else:  # pragma: no cover - Sleep and Disconnect are handled by the base
             raise TypeError(f"unexpected behaviour {behaviour!r}")
+
+    def _stream(
+        self,
+        handler: _Handler,
+        request: RecordedRequest,
+        behaviour: Reply | Partial | Empty | Refuse,
+    ) -> None:
+        """Server-Sent Events: a role chunk, content chunks paced by ``self.rate``, the
+        finish chunk, the usage chunk (when asked for) and ``[DONE]``."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        out = ChunkedWriter(self, handler, request)
+        base = {
+            "id": f"chatcmpl-fake-{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": request.model,
+        }
+
+        def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            return b"data: " + _dump({**base, "choices": [choice]}) + b"\n\n"
+
+        if not out.write(event({"role": "assistant", "content": ""})):
+            return
+        text = behaviour.render(request) if isinstance(behaviour, Reply | Partial) else ""
+        pieces = stream_pieces(text)
+        if isinstance(behaviour, Partial):
+            pieces = pieces[: behaviour.tokens]
+        for piece in pieces:
+            if not out.pace() or not out.write(event({"content": piece})):
+                return
+        if isinstance(behaviour, Partial):
+            if behaviour.then == "hang":
+                self._wait(handler, request, float("inf"))
+            handler.close_connection = True
+            with contextlib.suppress(OSError):
+                handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if isinstance(behaviour, Refuse):
+            out.write(event({"refusal": behaviour.text}, "content_filter"))
+        else:
+            finish = behaviour.finish_reason if isinstance(behaviour, Reply) else "stop"
+            if not out.write(event({}, finish)):
+                return
+        options = request.body.get("stream_options") if isinstance(request.body, dict) else None
+        if isinstance(options, dict) and options.get("include_usage"):
+            prompt_tokens = len(request.prompt.split())
+            completion_tokens = len(pieces)
+            if isinstance(behaviour, Reply) and behaviour.usage is not None:
+                prompt_tokens, completion_tokens = behaviour.usage
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            }
+            out.write(b"data: " + _dump({**base, "choices": [], "usage": usage}) + b"\n\n")
+        out.write(b"data: [DONE]\n\n")
+        out.end()
 
     def _completion(
         self, request: RecordedRequest, text: str | None, finish_reason: str = "stop"

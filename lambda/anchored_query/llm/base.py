@@ -7,7 +7,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -74,6 +74,56 @@ class LLMClient(Protocol):
     ) -> Completion:
         """Answer the chat ``messages``."""
         ...
+
+
+# What a streaming call yields: text deltas as the model writes them, then one Completion.
+StreamEvent = str | Completion
+
+
+@runtime_checkable
+class StreamingLLMClient(LLMClient, Protocol):
+    """A client that can also hand on the reply as it is written.
+
+    ``stream`` yields the reply's text deltas (raw: reasoning blocks included)
+    and, last, the :class:`Completion` that :meth:`complete` would have
+    returned for the same reply (reasoning removed, usage, finish reason). It
+    raises :class:`~anchored_query.errors.LLMError` like ``complete``, makes no
+    retries of its own, and keeps the whole call within ``timeout_s``. Closing
+    the iterator early (the reader went away) closes the provider connection.
+    """
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[StreamEvent]:
+        """Answer the chat ``messages``, piece by piece."""
+        ...
+
+
+def stream_reply(
+    client: LLMClient,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int = 1024,
+    temperature: float = 0.0,
+    timeout_s: float | None = None,
+) -> Iterator[StreamEvent]:
+    """``client.stream(...)``, or for a client without one its whole completion as one
+    delta followed by the completion itself."""
+    if isinstance(client, StreamingLLMClient):
+        yield from client.stream(
+            messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s
+        )
+        return
+    completion = client.complete(
+        messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s
+    )
+    yield completion.text
+    yield completion
 
 
 def check_request(messages: Sequence[ChatMessage], max_tokens: int, temperature: float) -> None:

@@ -13,7 +13,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -24,6 +24,7 @@ from anchored_query.errors import LLMError, LLMErrorCategory, redact
 from anchored_query.llm.base import (
     ChatMessage,
     Completion,
+    StreamEvent,
     UnclosedReasoning,
     backoff_s,
     check_request,
@@ -32,6 +33,7 @@ from anchored_query.llm.base import (
     strip_reasoning,
     usage_int,
 )
+from anchored_query.llm.openai_stream import stream_chat
 
 logger = logging.getLogger(__name__)
 
@@ -194,20 +196,48 @@ class OpenAICompatClient:
 
         if 200 <= status < 300:
             return self._parse(raw, status)
+        raise self._status_failure(status, headers, raw)
+
+    def _status_failure(
+        self, status: int, headers: Mapping[str, str], raw: bytes
+    ) -> _RetryableFailure | LLMError:
+        """The failure an error status stands for (retryable ones wrapped)."""
         detail = _error_detail(raw)
         if status == 429:
             wait = retry_after_s(headers)
-            raise _RetryableFailure(self._error("rate_limited", detail, status), wait)
+            return _RetryableFailure(self._error("rate_limited", detail, status), wait)
         if status >= 500:
             wait = retry_after_s(headers) if status == 503 else None
-            raise _RetryableFailure(self._error("http_5xx", detail, status), wait)
+            return _RetryableFailure(self._error("http_5xx", detail, status), wait)
         if status == 408:
-            raise _RetryableFailure(self._error("timeout", detail, status))
+            return _RetryableFailure(self._error("timeout", detail, status))
         if status in (401, 403):
-            raise self._error("auth", detail, status)
+            return self._error("auth", detail, status)
         if 400 <= status < 500:
-            raise self._error("bad_request", detail, status)
-        raise self._error("unexpected", detail, status)
+            return self._error("bad_request", detail, status)
+        return self._error("unexpected", detail, status)
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The reply as it is written (``stream: true``; :mod:`.streaming`), then its
+        Completion; one attempt, all of it within ``timeout_s``."""
+        check_request(messages, max_tokens, temperature)
+        total_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            self.token_param: max_tokens,
+            "temperature": temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        return stream_chat(self, body, total_s)
 
     def _read_body(self, response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
         chunks: list[bytes] = []

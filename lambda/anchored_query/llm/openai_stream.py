@@ -1,0 +1,176 @@
+"""Streamed chat completions (``"stream": true``) for :class:`.OpenAICompatClient`.
+
+The server answers with Server-Sent Events: one ``data: {chunk}`` per piece,
+``choices[0].delta.content`` holding the text, the last choice chunk naming the
+``finish_reason``, a usage chunk (``choices: []``, asked for with
+``stream_options.include_usage``; llama.cpp and Ollama put ``usage`` in the
+last choice chunk instead) and ``data: [DONE]``.
+
+The whole call is held to its ``timeout_s``: httpx bounds the connect and each
+read, and a watchdog shuts the socket down when the time is up, so a model that
+trickles tokens (or stalls between two) cannot outlive the request. Closing
+the iterator early closes the response, and with it the connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from anchored_query.errors import LLMError
+from anchored_query.llm.base import (
+    Completion,
+    StreamEvent,
+    UnclosedReasoning,
+    strip_reasoning,
+    usage_int,
+)
+
+if TYPE_CHECKING:
+    from anchored_query.llm.openai_compat import OpenAICompatClient
+
+
+class Watchdog:
+    """Shut the response's socket down at ``deadline`` (a monotonic time): a read
+    blocked in another thread then fails at once, and :attr:`fired` says why."""
+
+    def __init__(self, response: httpx.Response, deadline: float) -> None:
+        self.fired = False
+        self._response = response
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        stream = self._response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        """Stop the timer (the call ended in time)."""
+        self._timer.cancel()
+
+
+def stream_chat(
+    client: OpenAICompatClient, body: dict[str, Any], timeout_s: float
+) -> Iterator[StreamEvent]:
+    """POST ``body`` and yield the text deltas, then the :class:`Completion`."""
+    timeout = httpx.Timeout(timeout_s, connect=min(client.connect_timeout_s, timeout_s))
+    deadline = time.monotonic() + timeout_s
+    headers = {**client._headers, "Accept": "text/event-stream"}
+    watchdog: Watchdog | None = None
+    try:
+        with client._http.stream(
+            "POST", client.url, json=body, headers=headers, timeout=timeout
+        ) as response:
+            watchdog = Watchdog(response, deadline)
+            try:
+                status = response.status_code
+                if not 200 <= status < 300:
+                    raw = client._read_body(response, deadline, timeout_s)
+                    failure = client._status_failure(status, response.headers, raw)
+                    raise failure if isinstance(failure, LLMError) else failure.error
+                yield from _events(client, response, status)
+            finally:
+                watchdog.cancel()
+    except httpx.TimeoutException as exc:
+        raise client._error(
+            "timeout", f"no answer within {timeout_s:g}s ({type(exc).__name__})"
+        ) from None
+    except httpx.DecodingError as exc:
+        raise client._error("malformed", f"undecodable body: {type(exc).__name__}") from None
+    except httpx.TransportError as exc:
+        if watchdog is not None and watchdog.fired:
+            raise client._error("timeout", f"reply not complete within {timeout_s:g}s") from None
+        raise client._error("connection", f"{type(exc).__name__}: {exc}") from None
+
+
+def _events(
+    client: OpenAICompatClient, response: httpx.Response, status: int
+) -> Iterator[StreamEvent]:
+    parts: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    size = 0
+    done = False
+    for data in _sse_data(response):
+        size += len(data)
+        if size > client.max_response_bytes:
+            raise client._error(
+                "malformed", f"response larger than {client.max_response_bytes} bytes", status
+            )
+        if data.strip() == "[DONE]":
+            done = True
+            break
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise client._error("malformed", "a stream event is not JSON", status) from None
+        if not isinstance(chunk, dict):
+            raise client._error("malformed", "a stream event is not an object", status)
+        if isinstance(chunk.get("error"), dict | str):
+            raise client._error("model_error", f"error in the stream: {chunk['error']}", status)
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            continue
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        raw_delta = choice.get("delta")
+        delta: dict[str, Any] = raw_delta if isinstance(raw_delta, dict) else {}
+        refusal = delta.get("refusal")
+        if (isinstance(refusal, str) and refusal.strip()) or (
+            choice.get("finish_reason") == "content_filter"
+        ):
+            raise client._error("refused", "finish_reason='content_filter'", status)
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            parts.append(content)
+            yield content
+        if isinstance(choice.get("finish_reason"), str):
+            finish = choice["finish_reason"]
+    if not done and finish is None:
+        raise client._error("connection", "the stream ended before the reply was complete")
+    try:
+        text = strip_reasoning("".join(parts)).strip()
+    except UnclosedReasoning:
+        raise client._error(
+            "truncated", f"reasoning block never closed (finish_reason={finish!r})", status
+        ) from None
+    if not text:
+        raise client._error("empty", f"no text (finish_reason={finish!r})", status)
+    yield Completion(
+        text=text,
+        input_tokens=usage_int(usage.get("prompt_tokens")),
+        output_tokens=usage_int(usage.get("completion_tokens")),
+        finish_reason=finish,
+    )
+
+
+def _sse_data(response: httpx.Response) -> Iterator[str]:
+    """The ``data`` of each event (its ``data:`` lines joined by newlines); comments
+    (``: keep-alive``) and other fields are skipped."""
+    lines: list[str] = []
+    for line in response.iter_lines():
+        if not line:
+            if lines:
+                yield "\n".join(lines)
+                lines = []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if field == "data":
+            lines.append(value[1:] if value.startswith(" ") else value)
+    if lines:
+        yield "\n".join(lines)

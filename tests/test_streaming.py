@@ -1,0 +1,386 @@
+"""Streamed ``/v1/ask`` (streaming.py): Server-Sent Events over real HTTP, the fake
+OpenAI server streaming in its wire format, the final record equal to the buffered one."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from anchored_query.app import create_app
+from anchored_query.engine import Engine
+from anchored_query.llm.calls import Deadline
+from anchored_query.settings import Settings
+from anchored_query.streaming import (
+    Replay,
+    Shown,
+    Verifier,
+    complete_prefix,
+    sentence_end,
+    wants_stream,
+)
+from anchored_query.types import Passage
+from anchored_query.validation import AskRequest
+from fakes import (
+    FakeOpenAIServer,
+    Partial,
+    Reply,
+    Status,
+    StreamRate,
+    quote_passages,
+    stream_pieces,
+)
+from liveserver import ThreadedServer
+from starlette.testclient import TestClient
+
+QUESTION = "Which port does Skylark use?"
+SSE = {"Accept": "text/event-stream"}
+FIXTURES = sorted((Path(__file__).parent / "fixtures" / "llm-replies").glob("*.json"))
+
+
+def two_paragraphs(request: Any) -> str:
+    """Two cited paragraphs: the first passage's sentence, then the first two."""
+    return quote_passages(k=1)(request) + "\n\n" + quote_passages(k=2)(request)
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def settings_for(qa_index: Path, tmp_path: Path, url: str | None, **extra: Any) -> Settings:
+    llm: dict[str, Any] = {}
+    if url is not None:
+        llm = {"llm_provider": "openai", "llm_model": "fake-model", "llm_base_url": url}
+    values: dict[str, Any] = {"llm_timeout_s": 5, "llm_retries": 0, **llm, **extra}
+    return Settings(
+        index=str(qa_index),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+        **values,
+    )
+
+
+def parse_sse(body: str) -> list[tuple[str, Any]]:
+    """(event, data) of each event; every event has one ``event`` and one ``data`` line."""
+    events = []
+    for block in body.split("\n\n"):
+        if not block.strip():
+            continue
+        lines = block.split("\n")
+        assert len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: ")
+        events.append((lines[0][7:], json.loads(lines[1][6:])))
+    return events
+
+
+def comparable(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k not in ("id", "timings_ms")}
+
+
+def streamed(client: TestClient, body: dict[str, Any]) -> list[tuple[str, Any]]:
+    response = client.post("/v1/ask", json=body, headers=SSE)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["cache-control"] == "no-cache"
+    return parse_sse(response.text)
+
+
+def names(events: list[tuple[str, Any]]) -> list[str]:
+    return [e if e != "stage" else f"stage:{d['stage']}" for e, d in events]
+
+
+def test_accept_header_decides() -> None:
+    assert wants_stream("text/event-stream")
+    assert wants_stream("application/json, text/event-stream;q=0.9")
+    assert not wants_stream("application/json")
+    assert not wants_stream("")
+
+
+def test_complete_prefix_waits_for_the_paragraph_and_the_fence() -> None:
+    assert complete_prefix("One [1]. Two") == 0
+    assert complete_prefix("One [1].\n\nTwo") == len("One [1].\n\n")
+    fenced = "Run:\n```\na\n\nb\n```\n"
+    assert complete_prefix(fenced) == 0  # the blank line inside the fence is no break
+    assert complete_prefix(fenced + "\nNext") == len(fenced) + 1
+
+
+def test_sentence_end_waits_for_a_sentence_outside_code() -> None:
+    assert sentence_end("One [1].\n\n[2] [3]", 10) == 0
+    assert sentence_end("One [1].\n\nFor example, [3]. Mo", 10) == len(
+        "One [1].\n\nFor example, [3]."
+    )
+    assert sentence_end("One [1].\n\n```\ncode\n", 10) == 0
+    assert sentence_end("One [1].\n\n```\ncode\n```\n", 10) == len("One [1].\n\n```\ncode\n```\n")
+
+
+def test_llm_stream_events_in_order_and_final_equals_buffered(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    openai.default = Reply(two_paragraphs)
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        buffered = c.post("/v1/ask", json={"question": QUESTION}).json()
+        events = streamed(c, {"question": QUESTION})
+    assert openai.requests[0].body["stream"] is False
+    assert openai.requests[1].body["stream"] is True
+    assert openai.requests[1].body["stream_options"] == {"include_usage": True}
+    sentences = [d for e, d in events if e == "sentence"]
+    assert names(events) == [
+        "stage:retrieving",
+        "sources",
+        "stage:generating",
+        "sentence",  # the first paragraph, before the model finished
+        "stage:verifying",
+        *["sentence"] * (len(sentences) - 1),
+        "final",
+    ]
+    final = events[-1][1]
+    assert comparable(final) == comparable(buffered)
+    assert final["mode"] == "llm" and len(final["answer"]) == 3
+    sources = events[1][1]
+    assert sources["passages_considered"] == final["passages_considered"]
+    by_n = {s["n"]: s for s in sources["sources"]}
+    assert set(by_n) and all(
+        set(s) == {"n", "url", "title", "heading_path", "link"} for s in by_n.values()
+    )
+    # Sentences: in order, the final answer's text, citing the sources' numbers.
+    assert [s["index"] for s in sentences] == list(range(len(final["answer"])))
+    urls = {c["n"]: c["url"] for c in final["citations"]}
+    for event, item in zip(sentences, final["answer"], strict=True):
+        assert event["item"]["text"] == item["text"]
+        assert [by_n[n]["url"] for n in event["item"]["citations"]] == [
+            urls[n] for n in item["citations"]
+        ]
+
+
+def test_without_the_accept_header_nothing_changes(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    openai.default = Reply(two_paragraphs)
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        response = c.post("/v1/ask", json={"question": QUESTION})
+    assert response.headers["content-type"] == "application/json"
+    assert response.json()["mode"] == "llm"
+
+
+def test_extractive_answers_stream_too(qa_index: Path, tmp_path: Path) -> None:
+    with TestClient(create_app(settings_for(qa_index, tmp_path, None))) as c:
+        buffered = c.post("/v1/ask", json={"question": QUESTION}).json()
+        events = streamed(c, {"question": QUESTION})
+    final = events[-1][1]
+    assert final["mode"] == "extractive" and final["answer"]
+    assert comparable(final) == comparable(buffered)
+    assert names(events) == [
+        "stage:retrieving",
+        "sources",
+        *["sentence"] * len(final["answer"]),
+        "final",
+    ]
+    assert [d["item"]["text"] for e, d in events if e == "sentence"] == [
+        a["text"] for a in final["answer"]
+    ]
+
+
+def test_a_disclaimer_or_an_unsupported_sentence_never_reaches_the_stream(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    def reply(request: Any) -> str:
+        return (
+            "The documentation does not cover `--turbo`.\n\n"
+            + quote_passages(k=1)(request)
+            + "\n\nSkylark also ships a quantum scheduler on port 31337 [1].\n\n"
+            + "The documentation does not mention `--warp`."
+        )
+
+    openai.default = Reply(reply)
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        buffered = c.post("/v1/ask", json={"question": QUESTION}).json()
+        events = streamed(c, {"question": QUESTION})
+    final = events[-1][1]
+    assert comparable(final) == comparable(buffered)
+    said = " ".join(d["item"]["text"] for e, d in events if e == "sentence")
+    assert "31337" not in said and "--turbo" not in said and "--warp" not in said
+    assert "31337" not in json.dumps(final)
+    assert len([e for e, _ in events if e == "sentence"]) == 1
+
+
+def test_a_model_failing_after_sentences_ends_in_the_extractive_fallback(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    text = "Skylark serves on port 8000 [1].\n\nIt also reloads pages [2] and more and more."
+    # Sent: the first paragraph and a bit; then the connection drops.
+    openai.script(Partial(text, tokens=len(stream_pieces(text)) - 3))
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        events = streamed(c, {"question": QUESTION})
+    final = events[-1][1]
+    assert events[-1][0] == "final"
+    assert final["mode"] == "extractive" and final["fallback"] == "connection"
+    assert final["reason"]
+    assert "verifying" not in [d["stage"] for e, d in events if e == "stage"]
+
+
+def test_mode_llm_failure_after_the_start_is_an_error_event(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    openai.script(Status(500, "upstream exploded with sk-secret-123456"))
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        events = streamed(c, {"question": QUESTION, "mode": "llm"})
+    assert events[-1] == (
+        "error",
+        {
+            "error": {
+                "code": "llm_failed",
+                "message": "the language model did not answer; try again",
+            }
+        },
+    )
+    assert "exploded" not in json.dumps(events)
+
+
+def test_errors_before_the_stream_are_json(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, None, rate_limit_per_min=2))
+    with TestClient(app) as c:
+        no_llm = c.post("/v1/ask", json={"question": QUESTION, "mode": "llm"}, headers=SSE)
+        assert no_llm.status_code == 400 and no_llm.json()["error"]["code"] == "no_llm"
+        scope = c.post(
+            "/v1/ask", json={"question": QUESTION, "scope": {"include": ["nowhere/"]}}, headers=SSE
+        )
+        assert scope.status_code == 400 and scope.headers["content-type"] == "application/json"
+        limited = c.post("/v1/ask", json={"question": QUESTION}, headers=SSE)
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited"
+    assert "retry-after" in limited.headers
+
+
+def test_front_secret_applies_to_streams(qa_index: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(qa_index, tmp_path, None, front_secret="s3cret-front-value-long"))
+    with TestClient(app) as c:
+        refused = c.post("/v1/ask", json={"question": QUESTION}, headers=SSE)
+        allowed = c.post(
+            "/v1/ask",
+            json={"question": QUESTION},
+            headers={**SSE, "x-anchored-front": "s3cret-front-value-long"},
+        )
+    assert refused.status_code == 403
+    assert allowed.headers["content-type"].startswith("text/event-stream")
+
+
+def read_events(url: str, body: dict[str, Any]) -> list[tuple[float, str, Any]]:
+    """(seconds since the request, event, data), as the events arrive over HTTP."""
+    out = []
+    t0 = time.monotonic()
+    with httpx.stream("POST", url, json=body, headers=SSE, timeout=30) as response:
+        assert response.status_code == 200
+        event = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                out.append((time.monotonic() - t0, event, json.loads(line[6:])))
+    return out
+
+
+def test_events_arrive_as_they_happen_over_real_http(qa_index: Path, tmp_path: Path) -> None:
+    # A model taking 1 s to its first token, then 10 tokens a second (~5 s of writing).
+    def reply(request: Any) -> str:
+        return two_paragraphs(request) + "\n\n" + quote_passages(k=3)(request)
+
+    with FakeOpenAIServer(default=Reply(reply), rate=StreamRate(1.0, 10)) as srv:
+        app = create_app(settings_for(qa_index, tmp_path, srv.url, llm_timeout_s=20))
+        with ThreadedServer(app) as server:
+            httpx.get(f"http://127.0.0.1:{server.port}/v1/health", timeout=60)  # index loaded
+            got = read_events(f"http://127.0.0.1:{server.port}/v1/ask", {"question": QUESTION})
+    at = {}
+    for t, event, _ in got:
+        at.setdefault(event, t)
+    sentences = [t for t, e, _ in got if e == "sentence"]
+    # Sources before the model's first token; the first sentence well before the end.
+    assert at["sources"] < at["final"] - 4
+    assert sentences[0] < at["final"] - 1.5
+    assert got[-1][1] == "final"
+
+
+def test_a_reader_going_away_closes_the_model_connection(qa_index: Path, tmp_path: Path) -> None:
+    with FakeOpenAIServer(default=Reply("word " * 400 + "[1]."), rate=StreamRate(0.0, 20)) as srv:
+        app = create_app(settings_for(qa_index, tmp_path, srv.url, llm_timeout_s=30))
+        with ThreadedServer(app) as server:
+            url = f"http://127.0.0.1:{server.port}/v1/ask"
+            httpx.get(f"http://127.0.0.1:{server.port}/v1/health", timeout=60)  # index loaded
+            body = {"question": QUESTION}
+            with httpx.stream("POST", url, json=body, headers=SSE, timeout=30) as r:
+                for line in r.iter_lines():
+                    if "generating" in line:
+                        break
+            deadline = time.monotonic() + 5
+            while not srv.disconnected and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert srv.disconnected, "the model's connection was left open"
+
+
+def test_the_stream_is_held_to_the_request_deadline(qa_index: Path, tmp_path: Path) -> None:
+    # A model that trickles a token every 0.5 s never finishes within a 4 s deadline.
+    with FakeOpenAIServer(default=Reply("slow " * 100), rate=StreamRate(0.0, 2)) as srv:
+        settings = settings_for(qa_index, tmp_path, srv.url, deadline_s=4, llm_timeout_s=30)
+        with TestClient(create_app(settings)) as c:
+            c.get("/v1/health")  # the index loaded (a cold start is not the deadline's)
+            t0 = time.monotonic()
+            events = streamed(c, {"question": QUESTION})
+            took = time.monotonic() - t0
+        final = events[-1][1]
+        assert final["fallback"] == "timeout"
+        # The model gets the deadline less the extractive answer's reserve (2 s); the
+        # quoting itself takes what it takes on a busy machine.
+        assert final["timings_ms"]["llm"] < (4 - 2 + 0.5) * 1000
+        assert took < 4 + final["timings_ms"]["extractive"] / 1000 + 1.0
+        time.sleep(0.3)
+        assert srv.disconnected
+
+
+# -- recorded real replies: what is streamed is where the final answer starts
+
+
+@pytest.fixture(scope="module")
+def engine(qa_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+    settings = Settings(
+        index=str(qa_index), cache_dir=str(tmp_path_factory.mktemp("cache")), refresh_s=0
+    )
+    engine = Engine(settings)
+    yield engine
+    engine.close()
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
+def test_recorded_replies_stream_the_start_of_the_final_answer(engine: Engine, path: Path) -> None:
+    fixture = json.loads(path.read_text(encoding="utf-8"))
+    passages = [Passage(**p) for p in fixture["passages"]]
+    request = AskRequest(fixture["question"]["question"])
+    reply = fixture["response"]["choices"][0]["message"]["content"]
+    loaded = engine.current()
+    prepared: Any = type("P", (), {"request": request, "passages": passages, "loaded": loaded})
+    sent: list[dict[str, Any]] = []
+    keys = {(p.chunk_ids[0], p.url): p.n for p in passages}
+    shown = Shown({p.n for p in passages}, keys, lambda e, d: sent.append(d))
+    verifier = Verifier(engine, prepared, shown, lambda e, d: None, _never())
+    messages = engine._messages(request, passages)
+    verifier.begin(messages)
+    for piece in stream_pieces(reply):
+        verifier.delta(piece)
+    final = engine.with_llm(Replay(reply.strip(), messages))._answer_llm(
+        request, passages, loaded, Deadline(30)
+    )
+    expected = shown.items_of(final)
+    assert expected is not None
+    assert [d["item"] for d in sent] == expected[: len(sent)]
+    assert not shown.diverged
+
+
+def _never() -> Any:
+    import threading
+
+    return threading.Event()
