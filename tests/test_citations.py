@@ -213,8 +213,15 @@ def test_facts_may_come_from_any_cited_passage() -> None:
     assert check("Serve on 8000 and deploy with mkdocs gh-deploy [9].").removed == 1
 
 
-def test_fact_in_a_passage_not_cited_does_not_count() -> None:
-    assert check("Set use_directory_urls to false [3].").removed == 1
+def test_a_miscited_sentence_is_shown_only_with_the_passage_that_supports_it() -> None:
+    # Small models miscount passages: the fact is in [7], not in the cited [3]. The
+    # sentence is attributed like an uncited one, and [3] is never shown for it.
+    result = check("Set use_directory_urls to false [3].")
+    assert result.removed == 0 and result.attributed == 1
+    assert [s.citations for s in result.sentences] == [[7]]
+    # No passage of the context states it: removed, with the cited passage's failure.
+    result = check("Set use_directory_urls to false in site.toml [3].")
+    assert result.removed == 1 and "not in [3]" in result.reasons[0]
 
 
 def test_excluded_passage_counts_as_absent() -> None:

@@ -13,6 +13,7 @@ from anchored_query.support import (
     lexical_support,
     make_support,
     pairing_conflicts,
+    qualifier_conflicts,
     quotes_a_quotation,
     restates_headings,
 )
@@ -178,3 +179,46 @@ def test_pairing_in_a_list_of_options(sentence: str, conflicts: list[str]) -> No
         "",
     )
     assert pairing_conflicts(sentence, [p]) == conflicts
+
+
+def _page(text: str) -> Passage:
+    return Passage(
+        n=1,
+        chunk_ids=["p~0"],
+        section_id="p",
+        page="page/",
+        anchor="p",
+        title="Page",
+        heading_path=["Page"],
+        text=text,
+        highlight=text,
+    )
+
+
+def test_a_number_qualified_by_another_numbers_word_conflicts() -> None:
+    # Recorded on real answers: the two sizes swapped; every word and number occurs.
+    package = _page("The function's package is 171 MB unzipped and 58 MB zipped.")
+    assert qualifier_conflicts("The package is 58 MB unzipped and 171 MB zipped.", [package])
+    assert not qualifier_conflicts("The package is 171 MB unzipped and 58 MB zipped.", [package])
+    # The shared unit decides nothing; a word the passage never puts after a number neither.
+    assert not qualifier_conflicts("It is 58 MB when zipped.", [package])
+    assert not kept("The package is 58 MB unzipped.", package)
+    assert kept("The package is 58 MB zipped.", package)
+
+
+def test_code_shown_must_be_the_passages_own() -> None:
+    serve = _page(
+        "Determines the address used when running mkdocs serve.\n"
+        "dev_addr: '127.0.0.1:8000'\n"
+        "httpx.get('https://example.org', timeout=None)"
+    )
+    assert kept("```yaml\ndev_addr: '127.0.0.1:8000'\n```", serve)
+    # the same line with the model's own value, though every piece is a known word
+    assert not kept("```yaml\ndev_addr: '0.0.0.0:8000'\n```", serve)
+    # an assignment of the passage's call, imports and comments are fine
+    call = "r = httpx.get('https://example.org', timeout=None)"
+    code = f"```python\nimport httpx\n# no timeout\n{call}\n```"
+    assert kept(code, serve)
+    # a config line written as a sentence of its own is code too
+    assert kept('dev_addr: "127.0.0.1:8000"', serve)
+    assert not kept("dev_addr: 127.0.0.1:8000", serve)

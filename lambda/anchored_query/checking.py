@@ -24,6 +24,7 @@ from anchored_query.support import (
     content_terms,
     lexical_support,
     pairing_conflicts,
+    qualifier_conflicts,
     quotes_a_quotation,
 )
 from anchored_query.types import AnswerSentence, Passage
@@ -44,6 +45,7 @@ class Item:
     terms: set[str]
     is_code: bool
     no_coverage: bool
+    code: list[str]  # lines of code a passage must hold (see code_lines)
 
     @classmethod
     def of(
@@ -69,17 +71,25 @@ class Item:
             terms=content_terms(_code_body(text) if is_code else text),
             is_code=is_code,
             no_coverage=no_coverage and not is_code,
+            code=code_lines(text),
         )
 
 
 def attribute(
-    item: Item, items: list[Item], checker: Checker, decided: Mapping[int, list[int]]
+    item: Item,
+    items: list[Item],
+    checker: Checker,
+    decided: Mapping[int, list[int]],
+    *,
+    exclude: Collection[int] = (),
 ) -> tuple[list[int], str]:
     """Citations for a sentence without its own: the first candidate that supports it.
 
     Candidates in order: the markers of its paragraph (later sentences first, then
     earlier), its neighbours' citations (their own or already attributed), the
     footer's passages one by one, then the best passage of the context (strict).
+    A sentence whose own markers failed the check passes them as ``exclude``:
+    groups of only those passages are not tried again.
     """
     same = [o for o in items if o.paragraph == item.paragraph and o.own and o is not item]
     after = [o for o in same if o.index > item.index]
@@ -91,7 +101,7 @@ def attribute(
             if cited:
                 groups.append(list(cited))
     groups.extend([n] for n in item.footer if n in checker.usable)
-    tried: set[tuple[int, ...]] = set()
+    tried: set[tuple[int, ...]] = {tuple(exclude)} if exclude else set()
     first_failure = ""
     for group in groups:
         if tuple(group) in tried:
@@ -101,7 +111,7 @@ def attribute(
         if failure is None:
             return group, ""
         first_failure = first_failure or f"attributed to {group}: {failure}"
-    best = checker.best(item, exclude={n for g in tried for n in g})
+    best = checker.best(item, exclude={n for g in tried for n in g} | set(exclude))
     if best is not None:
         return [best], ""
     return [], first_failure or "no citation and no passage in context supports it"
@@ -117,6 +127,7 @@ class Checker:
         self.shown = [passages[n] for n in self.usable]
         self._haystacks: dict[int, Haystack] = {}
         self._terms: dict[int, tuple[set[str], set[str]]] = {}
+        self._code_text: dict[int, str] = {}
 
     def haystack(self, n: int) -> Haystack:
         if n not in self._haystacks:
@@ -146,14 +157,28 @@ class Checker:
         scores = [s for s in scores if not math.isnan(s)]
         return max(scores) if scores else None
 
+    def has_line(self, n: int, line: str) -> bool:
+        """Whether passage ``n`` holds the code line (spacing and quote style aside; of
+        an assignment, the assigned expression is enough)."""
+        if n not in self._code_text:
+            p = self.passages[n]
+            self._code_text[n] = _code_norm(p.text + "\n" + p.highlight)
+        text = self._code_text[n]
+        return line in text or _ASSIGNED.sub("", line) in text
+
     def check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
         """None when ``group`` supports the sentence, else why not."""
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
         if missing:
             return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
+        unquoted = [line for line in item.code if not any(self.has_line(n, line) for n in group)]
+        if unquoted:
+            return f"code line {unquoted[0]!r} not in {list(group)}"
         if all(quotes_a_quotation(item.sentence.text, self.passages[n]) for n in group):
             return f"only repeats a quotation of {list(group)}"
-        conflicts = pairing_conflicts(item.sentence.text, [self.passages[n] for n in group])
+        shown = [self.passages[n] for n in group]
+        conflicts = pairing_conflicts(item.sentence.text, shown)
+        conflicts += qualifier_conflicts(item.sentence.text, shown)
         if conflicts:
             return f"values paired differently in {list(group)}: {', '.join(conflicts)}"
         score = self.score(item, group)
@@ -187,6 +212,48 @@ class Checker:
             if self.check(item, [n], strict=True) is None:
                 return n
         return None
+
+
+# A config line written as a sentence of its own: "name: Switch to light mode", "- media: x".
+_CONFIG_LINE = re.compile(r"^(?:-[ \t]+)?[A-Za-z_][\w.-]*:(?:[ \t]+[^\n]*)?$")
+_SENTENCE_END = re.compile(r"[.!?。！？]$")
+# Lines that carry nothing to check: comments, ellipses, lone brackets and punctuation.
+_CODE_NOISE = re.compile(
+    r"^(?:#|//|--\s|\.\.\.|…|>>>\s*$|import\s+[\w.]+$|from\s+[\w.]+\s+import\s)"
+    r"|^[\[\](){}<>,;:|`'\"\s.-]*$"
+)
+# "response = httpx.get(...)": the passage may hold only the call.
+_ASSIGNED = re.compile(r"^(?:>>>\s*)?[A-Za-z_][\w.]*\s*=\s*(?=\S)")
+_TRAILING_COMMENT = re.compile(r"[ \t]+#(?:[ \t].*)?$")
+_QUOTES = str.maketrans({"'": '"', "“": '"', "”": '"', "‘": '"', "’": '"'})
+
+
+def code_lines(text: str) -> list[str]:
+    """The code a passage must hold verbatim for the sentence to be supported: each line
+    of a fenced block (comments, ellipses and lone brackets aside, a trailing ``# …``
+    comment cut), or a sentence that is one config line ("name: Switch to light mode").
+
+    Code shown to the reader is the documentation's code: a block the model composed
+    from attested pieces but with its own values (``dev_addr: '0.0.0.0:9000'``) or a
+    YAML line from another passage is not supported, whatever its words.
+    """
+    if text.startswith(("```", "~~~")):
+        lines = _code_body(text).split("\n")
+    elif _CONFIG_LINE.match(text.strip()) and not _SENTENCE_END.search(text.strip()):
+        lines = [text]
+    else:
+        return []
+    out = []
+    for line in lines:
+        line = _TRAILING_COMMENT.sub("", line)
+        norm = _code_norm(line)
+        if norm and not _CODE_NOISE.match(norm):
+            out.append(norm)
+    return list(dict.fromkeys(out))
+
+
+def _code_norm(text: str) -> str:
+    return " ".join(text.translate(_QUOTES).split())
 
 
 def _code_body(text: str) -> str:

@@ -256,6 +256,7 @@ def verify(
 
     decided: dict[int, list[int]] = {}
     reasons: dict[int, str] = {}
+    miscited: dict[int, str] = {}  # own markers that failed the check: why
     disclaimers: set[int] = set()
     attributed: set[int] = set()
     for item in items:
@@ -279,7 +280,8 @@ def verify(
                 # Cited and supported: an answer, even if it also says what is missing.
                 decided[i] = item.own
             else:
-                reasons[i] = failure
+                # Small models miscount passages: attributed like an uncited sentence.
+                miscited[i] = failure
     for item in items:
         i = item.index
         if i in decided or i in reasons:
@@ -287,12 +289,12 @@ def verify(
         if _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
-        found, failure = attribute(item, items, checker, decided)
+        found, failure = attribute(item, items, checker, decided, exclude=item.own)
         if found:
             decided[i] = found
             attributed.add(i)
         else:
-            reasons[i] = failure
+            reasons[i] = miscited.get(i, failure)
 
     first_disclaimer = min(disclaimers, default=None)
     substantive = [

@@ -71,6 +71,7 @@ __all__ = [
     "lexical_support",
     "make_support",
     "pairing_conflicts",
+    "qualifier_conflicts",
     "quotes_a_quotation",
     "restates_headings",
 ]
@@ -104,7 +105,7 @@ _GENERIC_WORDS = """
     say says said specify specified specifies example examples following follow note notes
     also can need needs may like way ways here there thing things detail details refer
     refers see find found show shows shown available allow allows let lets help mean means
-    use used uses using way possible able
+    use used uses using way possible able yes
 """
 _GENERIC = frozenset(tokenize(_GENERIC_WORDS))
 
@@ -261,6 +262,48 @@ def pairing_conflicts(text: str, passages: Sequence[Passage]) -> list[str]:
 
 
 _BOOLEANS = frozenset({"true", "false"})
+
+# A number's qualifiers: the content words right after it ("58 MB zipped", "5 seconds").
+_QUALIFIER_WINDOW = 2
+_QUALIFIER_STOP = re.compile(r"[,;:.()\[\]{}=|\n]|\b(?:and|or|but|while|whereas)\b", re.I)
+
+
+def qualifier_conflicts(text: str, passages: Sequence[Passage]) -> list[str]:
+    """Numbers the sentence qualifies with a word the passages give to another number.
+
+    A number's qualifiers are the first content terms after it, up to
+    :data:`_QUALIFIER_WINDOW`, before any punctuation or conjunction ("171 MB
+    unzipped and 58 MB zipped": 171 -> {mb, unzip}, 58 -> {mb, zip}). The
+    sentence's "58 MB unzipped" conflicts: "unzip" follows 171 in the passage and
+    never 58. Words that follow both numbers (the unit "MB") decide nothing.
+    Returns ``"number~word"`` strings, empty when nothing conflicts.
+    """
+    said = _qualified(outside_code(text))
+    if not said:
+        return []
+    found: dict[str, set[str]] = {}
+    for p in passages:
+        for value, words in _qualified(p.text).items():
+            found.setdefault(value, set()).update(words)
+    conflicts = []
+    for value, words in said.items():
+        if value not in found:
+            continue
+        for word in sorted(words - found[value]):
+            if any(word in w for v, w in found.items() if v != value):
+                conflicts.append(f"{value}~{word}")
+    return conflicts
+
+
+def _qualified(text: str) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for m in _NUMBER.finditer(text):
+        rest = text[m.end() : m.end() + 60]
+        stop = _QUALIFIER_STOP.search(rest)
+        rest = rest[: stop.start()] if stop else rest
+        words = [t for t in content_terms(rest) if not _NUMERIC_TERM.match(t)]
+        out.setdefault(m.group(1), set()).update(words[:_QUALIFIER_WINDOW])
+    return out
 
 
 def _other_boolean(pair: _Pair, units: list[tuple[set[str], str, set[str]]]) -> bool:

@@ -57,7 +57,7 @@ from anchored_query.errors import LLMError  # noqa: E402
 from anchored_query.llm import Completion, OpenAICompatClient  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from anchored_query.types import Passage  # noqa: E402
-from llm_judge import JUDGES, Judge, agreement  # noqa: E402
+from llm_judge import JUDGES, LABELS, SUPPORT_LABELS, Judge, agreement  # noqa: E402
 from llm_replies import REPLIES, Asked, CachingClient, Call  # noqa: E402
 from llm_scoring import BEFORE, HEADER, judge_all, row, score_new, score_old  # noqa: E402
 
@@ -135,11 +135,19 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
 
 
-def sample(questions: list[dict[str, Any]], n: int, *, second: str = "zh") -> list[dict[str, Any]]:
-    """``n`` questions of the dev split, spread over the set (deterministic): answerable
+def sample(
+    questions: list[dict[str, Any]],
+    n: int,
+    *,
+    second: str = "zh",
+    split: str = "dev",
+    all_unanswerable: bool = False,
+) -> list[dict[str, Any]]:
+    """``n`` questions of ``split``, spread over the set (deterministic): answerable
     English ones, plus, from n=2, one ``second`` kind ("zh": Chinese, "unanswerable"), and
-    from n=3 one of the other kind; a fifth of each from n=5."""
-    dev = [q for q in questions if q.get("split", "dev") == "dev"] or questions
+    from n=3 one of the other kind; a fifth of each from n=5. With ``all_unanswerable``
+    every unanswerable question of the split is added (a refusal rate needs more than one)."""
+    dev = [q for q in questions if q.get("split", "dev") == split] or questions
     english = [q for q in dev if q.get("answerable", True) and q.get("lang", "en") == "en"]
     chinese = [q for q in dev if q.get("answerable", True) and q.get("lang", "en") != "en"]
     unanswerable = [q for q in dev if not q.get("answerable", True)]
@@ -151,7 +159,10 @@ def sample(questions: list[dict[str, Any]], n: int, *, second: str = "zh") -> li
     picked: list[dict[str, Any]] = []
     for group, k in want:
         picked += _spread(group, k)
-    return _spread(english, n - len(picked)) + picked
+    chosen = _spread(english, n - len(picked)) + picked
+    if all_unanswerable:
+        chosen += [q for q in unanswerable if q not in chosen]
+    return chosen
 
 
 def _spread(group: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
@@ -168,9 +179,17 @@ def anchored_docs_index() -> Path:
     return bench_extractive.build_corpus("anchored-docs", WORK)
 
 
-def question_sets(names: Sequence[str], per_set: int) -> list[QuestionSet]:
-    """The development sets of tests/bench/data/realdocs with the indexes
-    ``python tests/bench/realdocs.py`` builds, ``per_set`` questions each."""
+def question_sets(
+    names: Sequence[str],
+    per_set: int,
+    *,
+    split: str = "dev",
+    all_unanswerable: bool = False,
+    qids: Sequence[str] = (),
+) -> list[QuestionSet]:
+    """The question sets of tests/bench/data/realdocs with the indexes
+    ``python tests/bench/realdocs.py`` builds, ``per_set`` questions each (see
+    :func:`sample`), or only the questions ``qids`` when given."""
     sets = []
     for name in names:
         path = DATA / "realdocs" / f"{name}.jsonl"
@@ -179,7 +198,15 @@ def question_sets(names: Sequence[str], per_set: int) -> list[QuestionSet]:
             log(f"skipping {name}: {path} or {index} missing (python tests/bench/realdocs.py)")
             continue
         second = "zh" if len(sets) % 2 == 0 else "unanswerable"
-        sets.append(QuestionSet(name, index, sample(load_jsonl(path), per_set, second=second)))
+        questions = load_jsonl(path)
+        if qids:
+            chosen = [q for q in questions if q["qid"] in qids]
+        else:
+            chosen = sample(
+                questions, per_set, second=second, split=split, all_unanswerable=all_unanswerable
+            )
+        if chosen:
+            sets.append(QuestionSet(name, index, chosen))
     return sets
 
 
@@ -395,7 +422,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="answers from cached replies only (rescore), the judge may still call the server",
     )
+    parser.add_argument("--split", choices=["dev", "test"], default="dev")
+    parser.add_argument(
+        "--all-unanswerable", action="store_true", help="add every unanswerable question"
+    )
+    parser.add_argument("--qids", default="", help="only these questions (comma-separated)")
+    parser.add_argument(
+        "--system-prompt",
+        type=Path,
+        help="experiment: answer with this system prompt instead of prompt.SYSTEM_PROMPT",
+    )
     parser.add_argument("--no-judge", action="store_true")
+    parser.add_argument(
+        "--judge-only", action="store_true", help="only check the judge against the hand labels"
+    )
     parser.add_argument("--judge", choices=sorted(JUDGES), default="pair")
     parser.add_argument(
         "--recorded-only",
@@ -408,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         "--export-fixtures", action="store_true", help="also write the replies as test fixtures"
     )
     args = parser.parse_args(argv)
+    if args.system_prompt:
+        import anchored_query.prompt as prompt_module
+
+        prompt_module.SYSTEM_PROMPT = args.system_prompt.read_text("utf-8")
     if args.record_fixtures:
         with llm_server.running(args.port) as base_url:
             record_fixtures(base_url)
@@ -425,6 +469,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.no_judge
             else JUDGES[args.judge](base_url, offline=args.offline, model=llm_server.MODEL_NAME)
         )
+        if args.judge_only:
+            assert judge is not None, "--judge-only needs a judge"
+            print(agreement(judge, LABELS))
+            print(agreement(judge, SUPPORT_LABELS))
+            return 0
         answers_offline = args.offline or args.cached_answers
         fixtures = replay_fixtures()
         for name in dict.fromkeys(a.question["_set"] for a in fixtures):
@@ -432,7 +481,12 @@ def main(argv: list[str] | None = None) -> int:
             lines += report(f"{name} (recorded)", group, judge)
         if args.recorded_only:
             args.sets = ""
-        for qset in question_sets([n for n in args.sets.split(",") if n], args.per_set):
+        names = [n for n in args.sets.split(",") if n]
+        qids = [q for q in args.qids.split(",") if q]
+        chosen = question_sets(
+            names, args.per_set, split=args.split, all_unanswerable=args.all_unanswerable, qids=qids
+        )
+        for qset in chosen:
             asked = []
             for a in ask_all(qset, base_url, offline=answers_offline):
                 log(f"{qset.name}/{a.qid}: {a.body.get('mode')} {a.latency_s:.0f}s")
@@ -455,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(lines), flush=True)
         if judge is not None:
             lines.append("")
-            lines.append(agreement(judge))
+            lines.append(agreement(judge, LABELS))
+            lines.append(agreement(judge, SUPPORT_LABELS))
     print("\n".join(lines))
     if args.dump:
         args.dump.write_text(json.dumps(dump, ensure_ascii=False, indent=1), "utf-8")

@@ -7,16 +7,19 @@ token of the sentence — inline code, numbers, dotted or underscored identifier
 occurs in the passage). Two judges:
 
 - ``pair`` (the default, since 2026-12-01): one call per pair, the rubric in
-  :data:`PAIR_RUBRIC`, the passage cut to the :data:`EXCERPT_CHARS` characters of
-  its lines that share most words with the sentence (in page order), reply
-  "yes"/"no" (temperature 0, 3 tokens).
+  :data:`PAIR_RUBRIC` (instructions first: the server reuses their cached prefix),
+  the passage cut to the :data:`EXCERPT_CHARS` characters of its lines that share
+  most words with the sentence (in page order), reply "yes"/"no" (temperature 0,
+  3 tokens).
 - ``batch`` (the first judge): one call per answer, all its pairs at once with
   lettered passages cut to their first 600 characters (:data:`BATCH_RUBRIC`).
 
-:func:`agreement` scores a judge against the hand labels in
-``tests/bench/data/llm-judge-labels.jsonl`` (sentence, passage, supported — labelled
-by reading the passage, see the file's ``note`` fields), so the judge's own error is
-known: precision figures are only as good as that agreement.
+:func:`agreement` scores a judge against hand labels, so its own error is known
+(precision figures are only as good as that agreement):
+``tests/bench/data/llm-judge-labels.jsonl`` holds pairs shown by real answers,
+labelled by reading the passage (see its ``note`` fields);
+``tests/fixtures/support-labels.jsonl`` holds the support checks' pairs, half of
+them plausible unsupported claims.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from llm_replies import CachingClient
 __all__ = ["LABELS", "BatchJudge", "Judge", "Pair", "PairJudge", "agreement", "lexical_ok"]
 
 LABELS = Path(__file__).resolve().parent / "data" / "llm-judge-labels.jsonl"
+# The support checks' own labelled pairs (plausible unsupported claims on the passage's topic).
+SUPPORT_LABELS = Path(__file__).resolve().parents[1] / "fixtures" / "support-labels.jsonl"
 
 _CHECKABLE = re.compile(r"`([^`]+)`|(\d[\d.,:]*\d|\d)|\b([A-Za-z_][\w]*[_.][\w.]*\w)\b")
 
@@ -75,6 +80,12 @@ SYSTEM = "You check whether documentation passages support statements. You answe
 # ---------------------------------------------------------------- one call per pair
 
 PAIR_RUBRIC = """\
+Decide whether the passage below states what the statement says. Answer "yes" only if \
+every fact of the statement (names, values, numbers, options, what is paired with what) \
+is in the passage; rewording is fine. Answer "no" if the statement adds something the \
+passage does not say, contradicts it, or pairs a value with the wrong thing. Judge only \
+by the passage, not by what you know.
+
 Passage:
 \"\"\"
 {passage}
@@ -82,11 +93,7 @@ Passage:
 
 Statement: {sentence}
 
-Does the passage state what the statement says? Answer "yes" only if every fact of the \
-statement (names, values, numbers, options, what is paired with what) is in the passage; \
-rewording is fine. Answer "no" if the statement adds something the passage does not say, \
-contradicts it, or pairs a value with the wrong thing. Judge only by the passage, not by \
-what you know. Answer with one word: yes or no."""
+Answer with one word, yes or no:"""
 EXCERPT_CHARS = 900
 _WORD = re.compile(r"[A-Za-z0-9_\-.]{2,}|[\u3400-\u9fff]")
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
@@ -228,10 +235,10 @@ def load_labels(path: Path = LABELS) -> list[dict[str, Any]]:
 
 
 def agreement(judge: Judge, path: Path = LABELS) -> str:
-    """How often the judge (with the lexical check) agrees with the hand labels."""
+    """How often the judge (with the lexical check) agrees with the hand labels of ``path``."""
     rows = load_labels(path)
     if not rows:
-        return "judge: no hand labels yet"
+        return f"judge: no hand labels in {path.name}"
     said = supported(judge, [Pair(r["sentence"], r["passage"]) for r in rows])
     agree = tp = fp = fn = tn = none = 0
     for r, s in zip(rows, said, strict=True):
@@ -245,7 +252,7 @@ def agreement(judge: Judge, path: Path = LABELS) -> str:
         tn += not yes and not truth
     precision = f"{tp / (tp + fp):.2f}" if tp + fp else "–"
     return (
-        f"{judge.name} judge vs {len(rows)} hand-labelled pairs: agreement "
+        f"{judge.name} judge vs {len(rows)} hand-labelled pairs ({path.name}): agreement "
         f"{100 * agree / len(rows):.0f}% (judge yes/label yes {tp}, yes/no {fp}, no/yes {fn}, "
-        f"no/no {tn}; no verdict {none}); the judge's yes is right {precision} of the time"
+        f"no/no {tn}; no verdict {none}); a yes is right {precision} of the time"
     )
