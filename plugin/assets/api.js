@@ -170,11 +170,9 @@ export async function postJSON(url, body, { signal, timeout = 30000, onEvent = n
           continue; // an event that cannot be read is skipped; `final` is what counts
         }
         if (!event || typeof event !== 'object') continue;
-        if (name === 'final' || name === 'error') {
-          reader.cancel().catch(() => {});
-          if (name === 'error') throw streamError(event);
-          return event;
-        }
+        // The function ends the stream after either (the rest, if any, is left unread).
+        if (name === 'error') throw streamError(event);
+        if (name === 'final') return event;
         onEvent(name, event);
       }
       if (chunk.done) throw new ApiError('server', 'The answer stopped before it was finished.', res.status);

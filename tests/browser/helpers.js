@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { sseParser } from '../../plugin/assets/api.js';
 
 export const HERE = dirname(fileURLToPath(import.meta.url));
 export const BASE = (process.env.ANCHORED_TEST_URL || 'http://127.0.0.1:8765').replace(/\/$/, '');
@@ -145,4 +146,17 @@ export async function until(fn, ms = 5000) {
     await new Promise((r) => setTimeout(r, 50));
   }
   return last;
+}
+
+/** The /v1/ask reply a response carried: its JSON, or the `final` event of its event stream. */
+export async function replyOf(response) {
+  const text = await response.text();
+  if (!/^text\/event-stream/i.test(response.headers()['content-type'] || '')) return JSON.parse(text);
+  let final = null;
+  const parser = sseParser((name, data) => {
+    if (name === 'final') final = JSON.parse(data);
+  });
+  parser.push(text);
+  parser.end();
+  return final;
 }
