@@ -28,7 +28,7 @@ from anchored_query.errors import QueryError
 from anchored_query.settings import Settings
 from anchored_query.validation import AskRequest
 from mkdocs_anchored.cli import main as anchored
-from s3server import S3Bucket, moto_s3, s3, write_fake_index
+from s3server import S3Bucket, moto_s3, s3
 
 from build_index.errors import IndexFormatError, PublishError
 from build_index.publish import S3Location
@@ -107,13 +107,43 @@ def test_catalog_moves_aliases_resolves_and_refuses_clashes() -> None:
         Catalog.from_json(json.dumps(raw).encode(), "versions.json")
 
 
-def test_an_unversioned_index_refuses_a_version(tmp_path: Path) -> None:
-    write_fake_index(tmp_path / "index", {"a.json": b"{}"})
-    engine = _engine(tmp_path / "index", tmp_path / "cache")
-    with pytest.raises(QueryError) as caught:
-        engine.current("1.0")
-    assert caught.value.code == "unknown_version" and "no versions" in caught.value.message
-    assert engine.versions() is None
+def test_plugin_takes_the_version_mike_is_building(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mkdocs.config.defaults import MkDocsConfig
+    from mkdocs.exceptions import PluginError
+    from mkdocs_anchored.plugin import AnchoredPlugin
+
+    def configured(options: dict[str, Any]) -> AnchoredPlugin:
+        plugin = AnchoredPlugin()
+        errors, _ = plugin.load_config(options)
+        assert errors == []
+        config = MkDocsConfig(config_file_path=str(tmp_path / "mkdocs.yml"))
+        config["site_dir"] = str(tmp_path / "site")
+        plugin.on_config(config)
+        return plugin
+
+    class Page:
+        url = "guide/"
+
+    monkeypatch.delenv("MIKE_DOCS_VERSION", raising=False)
+    plain = configured({"store": "store"})
+    assert plain.index_dir == (tmp_path / "store").resolve() and "version" not in (
+        plain.widget_settings(Page())  # type: ignore[arg-type]
+    )
+    monkeypatch.setenv("MIKE_DOCS_VERSION", "1.2")
+    monkeypatch.setenv("ANCHORED_VERSION_ALIASES", "latest, stable")
+    mike = configured({"store": "store"})
+    assert mike.index_dir == (tmp_path / "store" / "versions" / "1.2").resolve()
+    assert mike.widget_settings(Page())["version"] == "1.2"  # type: ignore[arg-type]
+    assert mike._version_aliases() == ["latest", "stable"]
+    s3 = configured({"store": "s3://bucket/docs", "version": "2.0", "version_aliases": ["x"]})
+    assert s3.version == "2.0" and s3.index_dir is not None
+    assert s3.index_dir.parts[-3:] == ("versions", "2.0", "index")
+    assert s3._version_aliases() == ["x"]
+    monkeypatch.setenv("MIKE_DOCS_VERSION", "../etc")
+    with pytest.raises(PluginError, match="not a usable name"):
+        configured({"store": "store"})
 
 
 # -- the mike-built site -------------------------------------------------------
@@ -132,6 +162,15 @@ def test_mike_builds_each_version_with_its_own_index(mike_site: MikeSite) -> Non
     for version in ("1.0", "2.0"):
         page = (mike_site.pages / version / "configuration" / "index.html").read_text()
         assert json.loads(CONFIG.search(page).group(1))["version"] == version  # type: ignore[union-attr]
+
+
+def test_an_unversioned_index_refuses_a_version(mike_site: MikeSite, tmp_path: Path) -> None:
+    engine = _engine(mike_site.store / "versions" / "1.0", tmp_path / "cache")  # a plain index
+    assert "version" not in engine.ask(AskRequest(question=Q))
+    with pytest.raises(QueryError) as caught:
+        engine.current("1.0")
+    assert caught.value.code == "unknown_version" and "no versions" in caught.value.message
+    assert engine.versions() is None
 
 
 def test_function_answers_each_version_from_the_local_store(
@@ -264,6 +303,9 @@ def test_widget_in_chromium_on_the_mike_site(mike_site: MikeSite, tmp_path: Path
     }
     command = [sys.executable, "-c", server, str(mike_site.pages)]  # AppProcess adds --port
     with AppProcess(env, command=command, log_file=tmp_path / "server.log") as proc:
+        for version in ("1.0", "2.0"):  # both indexes loaded before the browser's clock runs
+            warm = {"question": Q, "version": version}
+            assert httpx.post(f"{proc.url}/v1/ask", json=warm, timeout=300).status_code == 200
         extra = {"ANCHORED_VERSIONS_DOC_IMAGES": os.environ.get("ANCHORED_VERSIONS_SHOTS", "")}
         node_env = _node_env(
             ANCHORED_TEST_URL=proc.url,

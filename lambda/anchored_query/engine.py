@@ -46,7 +46,7 @@ from anchored_query.spans import make_similarity
 from anchored_query.support import make_support
 from anchored_query.types import Passage, Turn
 from anchored_query.validation import AskRequest, check_scope
-from anchored_query.versions import VersionRouter, probe, unknown_version
+from anchored_query.versions import CatalogUnreadable, VersionRouter, probe, unknown_version
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
 from build_index.index_format import Index, read_index
@@ -140,8 +140,6 @@ class Engine:
         router = self.versions()
         if router is not None:
             return router.current(version)
-        if version is not None:
-            raise unknown_version(version, None)
         loaded = self._loaded
         if loaded is None:
             with self._lock:
@@ -150,6 +148,8 @@ class Engine:
                 loaded = self._loaded
         else:
             self._maybe_refresh()
+        if version is not None:  # an index that loads here is not versioned
+            raise unknown_version(version, None)
         assert loaded is not None
         return self._loaded or loaded
 
@@ -158,8 +158,12 @@ class Engine:
         (looked for once, at the first request)."""
         if not self._versions_probed:
             with self._lock:
-                if not self._versions_probed:
-                    found = probe(self.settings.index)
+                # While a failed cold start backs off, the load answers 503 at once.
+                if not self._versions_probed and time.monotonic() >= self._retry_at:
+                    try:
+                        found = probe(self.settings.index)
+                    except CatalogUnreadable:
+                        return None  # store unreachable: the load says so, and backs off
                     if found is not None:
                         source, catalog = found
                         self._versions = VersionRouter(

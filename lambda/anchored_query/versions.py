@@ -66,10 +66,15 @@ class CatalogSource:
         return catalog, modified
 
 
+class CatalogUnreadable(Exception):
+    """The store did not answer whether it has a catalog (unreachable, denied)."""
+
+
 def probe(location: str, *, client: S3Client | None = None) -> tuple[CatalogSource, Catalog] | None:
     """The catalog source and catalog when ``location`` is versioned, else None.
 
-    A store that cannot be read is a 503 (not taken for "unversioned").
+    A damaged catalog is a 503; a store that cannot be read raises CatalogUnreadable
+    (the engine then loads as usual, which reports the outage and backs off).
     """
     source = CatalogSource(location, client=client)
     try:
@@ -80,10 +85,8 @@ def probe(location: str, *, client: S3Client | None = None) -> tuple[CatalogSour
             503, "index_unavailable", "the index is unavailable: its versions catalog is damaged"
         ) from exc
     except Exception as exc:  # botocore: unreachable, denied
-        log.error("cannot read the versions catalog of %s: %s", location, exc)
-        raise QueryError(
-            503, "index_unavailable", "the index is unavailable: the index store cannot be reached"
-        ) from exc
+        log.warning("cannot read the versions catalog of %s: %s", location, exc)
+        raise CatalogUnreadable(str(exc)) from exc
     return (source, catalog) if catalog is not None else None
 
 

@@ -266,7 +266,7 @@ export function createDialog(env) {
       if (name === 'stage') {
         if (STAGES[data.stage]) stage.textContent = STAGES[data.stage];
       } else if (name === 'sources') {
-        live.sources(readSources(data));
+        live.sources(version.adopt({ version: body.version, citations: readSources(data) }).citations); // another version's pages when asked
       } else if (name === 'sentence') {
         const s = readSentence(data);
         if (s) live.sentence(s);

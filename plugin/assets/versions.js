@@ -35,7 +35,7 @@ export function readVersions(data) {
  * the folder the page is in when versions.json names it); `latest` the version with the
  * alias "latest", else the newest.
  */
-export async function detectVersion(cfg, root, { fetchImpl = fetch, timeout = 3000 } = {}) {
+export async function detectVersion(cfg, root, { fetchImpl = fetch, timeout = 10000 } = {}) {
   const own = clean(cfg.version);
   let versions = [];
   const ctl = new AbortController();

@@ -14,6 +14,8 @@ import { detectVersion, readVersions } from '../../plugin/assets/versions.js';
 const skip = process.env.ANCHORED_VERSIONS_E2E ? false : 'set ANCHORED_VERSIONS_E2E=1 and ANCHORED_TEST_URL (tests/test_versions.py does)';
 const DOC_IMAGES = process.env.ANCHORED_VERSIONS_DOC_IMAGES || '';
 const Q = 'What is the default timeout?';
+// The pages' own HTML is what matters; on a busy machine Material's assets may take long.
+const LOAD = { waitUntil: 'domcontentloaded', timeout: 90000 };
 
 let browser;
 before(async () => {
@@ -37,7 +39,7 @@ async function livePage() {
 /** Ask `q`; the body sent, and the last turn's text, version note and page links (the reply
  * may be a stream, so it is read as the reader sees it). */
 async function askLive(page, q) {
-  const res = page.waitForResponse((r) => isAsk(r.request()), { timeout: 40000 });
+  const res = page.waitForResponse((r) => isAsk(r.request()), { timeout: 90000 });
   const n = page.asks.length;
   await ask(page, q);
   const response = await res;
@@ -53,7 +55,7 @@ async function askLive(page, q) {
 
 test('on /1.0/ the ask box asks the 1.0 index and says so', { skip }, async () => {
   const page = await livePage();
-  await page.goto(BASE + '/1.0/configuration/');
+  await page.goto(BASE + '/1.0/configuration/', LOAD);
   await page.waitForSelector('.anchored-open', { state: 'attached' });
   const got = await askLive(page, Q);
   assert.equal(got.body.version, '1.0', 'the request names the page\'s version');
@@ -67,12 +69,12 @@ test('on /1.0/ the ask box asks the 1.0 index and says so', { skip }, async () =
 
 test('a reader on 1.0 can choose the latest version with the keyboard; the answer is 2.0', { skip }, async () => {
   const page = await livePage();
-  await page.goto(BASE + '/1.0/configuration/');
+  await page.goto(BASE + '/1.0/configuration/', LOAD);
   await page.waitForSelector('.anchored-open', { state: 'attached' });
   await page.click('.anchored-open');
   await page.waitForSelector('dialog.anchored-dialog[open]');
   const select = page.locator('.anchored-version__select');
-  await select.waitFor({ state: 'visible' });
+  await select.waitFor({ state: 'visible', timeout: 60000 });
   assert.deepEqual(await select.locator('option').allInnerTexts(), ['1.0 (this page)', '2.0 (latest)']);
   // Reached from the question box with Shift+Tab (it sits in the dialog's head), changed with the arrow key.
   await page.focus('.anchored-input');
@@ -100,7 +102,7 @@ test('a reader on 1.0 can choose the latest version with the keyboard; the answe
 
 test('on /latest/ there is no choice to make and the answer is from 2.0', { skip }, async () => {
   const page = await livePage();
-  await page.goto(BASE + '/latest/configuration/');
+  await page.goto(BASE + '/latest/configuration/', LOAD);
   await page.waitForSelector('.anchored-open', { state: 'attached' });
   const got = await askLive(page, Q);
   assert.equal(got.body.version, '2.0');
