@@ -47,6 +47,7 @@ __all__ = [
     "chunk_page",
     "count_tokens",
     "is_excluded",
+    "page_language",
     "parent_window",
 ]
 
@@ -63,6 +64,8 @@ _SENTENCE_END = re.compile(r"[.!?;:。！？；]\s*")
 _ASCII_STOPS = frozenset(".!?;:")
 
 _BIG_PAGE = 1_000_000  # characters of HTML
+# A BCP 47 language tag as pages carry it (<html lang>, mkdocs-static-i18n locales).
+_LANG_TAG = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{1,8}){0,3}")
 
 # One unit of packing: (start, end, tokens, type) in section-text offsets.
 _Unit = tuple[int, int, int, ChunkType]
@@ -122,6 +125,14 @@ def is_excluded(page: PageInput, patterns: Sequence[str] = ()) -> bool:
     return False
 
 
+def page_language(page: PageInput) -> str:
+    """The page's language tag, lower case with ``-`` (``zh_CN`` -> ``zh-cn``), from
+    ``meta["lang"]`` (the MkDocs plugin and ``anchored index`` set it); ``""`` when the
+    page names none or something that is not a language tag."""
+    lang = str(page.meta.get("lang") or "").strip().lower().replace("_", "-")
+    return lang if _LANG_TAG.fullmatch(lang) else ""
+
+
 def chunk_page(
     page: PageInput, settings: ChunkSettings | None = None
 ) -> tuple[list[Section], list[Chunk]]:
@@ -158,6 +169,7 @@ def chunk_page(
 def _chunk_page(page: PageInput, settings: ChunkSettings) -> tuple[list[Section], list[Chunk]]:
     sections: list[Section] = []
     chunks: list[Chunk] = []
+    lang = page_language(page)
     for section, blocks in extract_section_blocks(page):
         spans = _section_spans(section.text, blocks, settings)
         if not spans:
@@ -177,6 +189,7 @@ def _chunk_page(page: PageInput, settings: ChunkSettings) -> tuple[list[Section]
                     parent=section.id,
                     offsets=(start, end),
                     header=header,
+                    lang=lang,
                 )
             )
     return sections, chunks

@@ -336,10 +336,11 @@ def _write_files(
 
 
 def _chunk_record(chunk: Chunk) -> dict[str, Any]:
-    # "id" then "page" first: JsonlRows reads those two columns without parsing rows
-    record: dict[str, Any] = {
-        "id": chunk.id,
-        "page": chunk.page,
+    # "id", "page" (and "lang") first: JsonlRows reads those columns without parsing rows
+    record: dict[str, Any] = {"id": chunk.id, "page": chunk.page}
+    if chunk.lang:
+        record["lang"] = chunk.lang
+    record |= {
         "anchor": chunk.anchor,
         "title": chunk.title,
         "heading_path": list(chunk.heading_path),
@@ -483,6 +484,9 @@ def _swap_into_place(tmp: Path, out_dir: Path) -> None:
 _JSON_CHARS: Final = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'  # a string's body, escapes included
 _ID_RE: Final = re.compile(rb'\n\{"id":"(' + _JSON_CHARS + rb')"')
 _PAGE_RE: Final = re.compile(rb'\n\{"id":"' + _JSON_CHARS + rb'","page":"(' + _JSON_CHARS + rb')"')
+_LANG_RE: Final = re.compile(
+    rb'\n\{"id":"' + _JSON_CHARS + rb'","page":"' + _JSON_CHARS + rb'","lang":"([a-z0-9-]*)"'
+)
 _ROW_CACHE: Final = 4096
 
 
@@ -506,6 +510,7 @@ class JsonlRows(Sequence[dict[str, Any]]):
         self._ids: list[str] | None = None
         self._rows_by_id: dict[str, int] | None = None
         self._pages: list[str] | None = None
+        self._langs: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self._ends)
@@ -551,6 +556,22 @@ class JsonlRows(Sequence[dict[str, Any]]):
         if self._pages is None:
             self._pages = self._leading_column(_PAGE_RE, "page")
         return self._pages
+
+    @property
+    def langs(self) -> list[str]:
+        """Every row's ``lang`` (the page's language, ``""`` when the row has none), in
+        row order; an index written before the field existed gives all ``""`` at once."""
+        if self._langs is None:
+            if b'"lang":"' not in self._data:
+                self._langs = [""] * len(self)
+            else:
+                first = _LANG_RE.match(b"\n" + self._data[: self._ends[0] + 1])
+                found = ([first.group(1)] if first else []) + _LANG_RE.findall(self._data)
+                if len(found) == len(self):
+                    self._langs = [s.decode() for s in found]
+                else:  # some rows without it (or another writer): parse
+                    self._langs = [str(row.get("lang") or "") for row in self]
+        return self._langs
 
     def row_of(self, row_id: str) -> int:
         """The row number of the row with ``id`` ``row_id`` (KeyError if none)."""

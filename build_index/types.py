@@ -50,6 +50,8 @@ class Chunk:
     ``text`` equals ``section.text[offsets[0]:offsets[1]]`` exactly, except for
     table chunks after the first, whose text starts with the repeated header row
     (then ``offsets`` cover the rows only and ``header`` holds the header text).
+    ``lang`` is the page's language tag, lower case (``en``, ``zh``, ``pt-br``;
+    ``chunking.page_language``), ``""`` when unknown.
     """
 
     id: str
@@ -63,3 +65,4 @@ class Chunk:
     offsets: tuple[int, int]
     header: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    lang: str = ""

@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
-from mkdocs.plugins import BasePlugin
+from mkdocs.plugins import BasePlugin, event_priority
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 from mkdocs_anchored.config import AnchoredConfig
@@ -39,6 +41,7 @@ log = logging.getLogger("mkdocs.plugins.anchored")
 ASSETS = Path(__file__).parent / "assets"
 ASSET_URL = "assets/anchored/"
 STAMP = "build-stamp.json"  # in cache_dir: what the last build was made from
+_HTML_LANG = re.compile(r"<html\b[^>]*\blang=[\"']?([A-Za-z0-9_-]+)", re.IGNORECASE)
 
 
 class AnchoredPlugin(BasePlugin[AnchoredConfig]):
@@ -48,6 +51,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         self.command: str = "build"
         self.pages: dict[str, PageInput] = {}
         self.index_dir: Path | None = None
+        self.languages: tuple[str, ...] = ()  # mkdocs-static-i18n's, when it is used
         self.report: BuildReport | None = None
         self.version = ""  # the docs version being built (mike), "" when unversioned
 
@@ -85,22 +89,40 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         return config
 
     def on_pre_build(self, *, config: MkDocsConfig) -> None:
-        self.pages = {}
+        # mkdocs-static-i18n builds each further language inside the first build's
+        # on_post_build: its pages join the first language's, for one index.
+        if not _i18n_nested_build(config):
+            self.pages = {}
+        self.languages = _i18n_languages(config)
 
     def on_page_context(
         self, context: dict[str, Any], *, page: Page, config: MkDocsConfig, nav: Any
     ) -> dict[str, Any] | None:
         if self.config.enabled and page.content is not None:
+            meta = dict(page.meta or {})
+            # mkdocs-static-i18n: the language the page's file is written in. A page
+            # it copies into another language as a fallback (not translated) is the
+            # same text as its original, which is indexed once, under its language.
+            locale = context.get("i18n_file_locale")
+            if isinstance(locale, str) and locale:
+                if locale != context.get("i18n_page_locale", locale):
+                    return context
+                meta.setdefault("lang", locale)
             self.pages[page.url] = PageInput(
-                url=page.url,
-                html=page.content,
-                title=page.title or "",
-                meta=dict(page.meta or {}),
+                url=page.url, html=page.content, title=page.title or "", meta=meta
             )
         return context
 
     def on_post_page(self, output: str, /, *, page: Page, config: MkDocsConfig) -> str | None:
-        if not (self.config.enabled and self.config.widget):
+        if not self.config.enabled:
+            return output
+        found = self.pages.get(page.url)
+        if found is not None and "lang" not in found.meta:
+            # The built page's <html lang> (what the ask box sends as the reader's).
+            lang = _HTML_LANG.search(output, 0, 4096)
+            if lang:
+                self.pages[page.url] = replace(found, meta={**found.meta, "lang": lang.group(1)})
+        if not self.config.widget:
             return output
         return inject_widget(output, self.widget_settings(page))
 
@@ -121,6 +143,8 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             "search_ask": self.config.widget_search_ask,
             "timeout": round(self.config.widget_timeout * 1000),
             "scopes": True,
+            # mkdocs-static-i18n: the ask box offers the other languages (languages.js)
+            **({"languages": list(self.languages)} if len(self.languages) > 1 else {}),
             **({"version": self.version} if self.version else {}),
         }
 
@@ -144,8 +168,13 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             aliases = [a.strip() for a in raw.replace(" ", ",").split(",") if a.strip()]
         return aliases
 
+    # After mkdocs-static-i18n's on_post_build (-100), which builds the other
+    # languages: the index is written once, of every language's pages.
+    @event_priority(-110)
     def on_post_build(self, *, config: MkDocsConfig) -> None:
         if not self.config.enabled or self.index_dir is None:
+            return
+        if _i18n_nested_build(config):
             return
         if self.config.widget and ASSETS.is_dir():
             target = Path(config.site_dir) / ASSET_URL
@@ -292,6 +321,25 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         except (AnchoredError, ValueError) as exc:
             raise PluginError(f"anchored: recording version {self.version} failed: {exc}") from exc
         log.info("anchored: version %s of the index in %s", self.version, self.index_dir)
+
+
+def _i18n_nested_build(config: MkDocsConfig) -> bool:
+    """True inside one of mkdocs-static-i18n's builds of a further language."""
+    plugin = _i18n_plugin(config)
+    return bool(getattr(plugin, "building", False))
+
+
+def _i18n_languages(config: MkDocsConfig) -> tuple[str, ...]:
+    """The languages mkdocs-static-i18n builds (``()`` without it)."""
+    plugin = _i18n_plugin(config)
+    return tuple(str(t) for t in getattr(plugin, "build_languages", ()) or ())
+
+
+def _i18n_plugin(config: MkDocsConfig) -> object | None:
+    for plugin in config.plugins.values():
+        if type(plugin).__module__.startswith("mkdocs_static_i18n"):
+            return plugin
+    return None
 
 
 def inject_widget(output: str, settings: dict[str, Any]) -> str:

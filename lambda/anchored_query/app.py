@@ -44,9 +44,11 @@ from anchored_query.settings import Settings
 from anchored_query.shared_state import shared_counters
 from anchored_query.streaming import EventStream, events, precheck, wants_stream
 from anchored_query.validation import (
+    LANGUAGE_FIELDS,
     parse_ask,
     parse_feedback,
     parse_json_body,
+    parse_language,
     parse_search,
     parse_version,
 )
@@ -210,7 +212,7 @@ def create_app(
         if request.method == "POST":
             # The question in the body, where CDN, proxy and access logs do not keep it.
             body = await body_of(request)
-            unknown = sorted(set(body) - {"q", "k", "version"})
+            unknown = sorted(set(body) - {"q", "k", "version"} - LANGUAGE_FIELDS)
             if unknown:
                 raise QueryError(400, "bad_request", f"unknown field {unknown[0]!r}")
             k = body.get("k")
@@ -218,12 +220,24 @@ def create_app(
                 raise QueryError(400, "bad_request", "'k' must be a whole number")
             query, count = parse_search(body.get("q"), None if k is None else str(k), settings)
             version = parse_version(body.get("version"))
+            language = parse_language(body)
         else:
             query, count = parse_search(
                 request.query_params.get("q"), request.query_params.get("k"), settings
             )
             version = parse_version(request.query_params.get("version"))
-        return JSONResponse(await run_in_threadpool(engine.search, query, count, version))
+            params = request.query_params
+            flag = params.get("other_languages")
+            language = parse_language(
+                {
+                    "lang": params.get("lang"),
+                    "other_languages": {"true": True, "false": False}.get(flag or "false", flag),
+                }
+            )
+        lang, others = language["lang"], language["other_languages"]
+        return JSONResponse(
+            await run_in_threadpool(engine.search, query, count, version, lang, others)
+        )
 
     async def post_feedback(request: Request) -> Response:
         json_only(request)

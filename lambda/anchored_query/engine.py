@@ -14,13 +14,13 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from anchored_query import logsafe
+from anchored_query import languages, logsafe
 from anchored_query.budget import with_budget
 from anchored_query.citations import CitationItem, parse_answer, renumber, verify
 from anchored_query.errors import LLMError, QueryError
@@ -106,6 +106,8 @@ class Prepared:
     started: float
     reason: str = ""  # set when the extractive answer replaces the LLM's
     fallback: str = ""
+    # The reader's language and where the hits come from (languages.py).
+    language: languages.LanguageChoice = field(default_factory=languages.LanguageChoice)
 
 
 class Engine:
@@ -285,11 +287,30 @@ class Engine:
             **({"version": loaded.version, **self._versions.describe()} if self._versions else {}),
         }
 
-    def search(self, query: str, k: int, version: str | None = None) -> dict[str, Any]:
+    def search(
+        self,
+        query: str,
+        k: int,
+        version: str | None = None,
+        lang: str = "",
+        other_languages: bool = False,
+    ) -> dict[str, Any]:
+        """Sections for ``query``: of the reader's language ``lang`` when the index has
+        pages in it, unless ``other_languages`` (languages.py)."""
         t0 = time.perf_counter()
         loaded = self.current(version)
         t1 = time.perf_counter()
-        hits = loaded.retriever.rank([query], depth=max(k * 4, 50))
+        retriever = loaded.retriever
+        depth = max(k * 4, 50)
+        hits, language = languages.rank_for_reader(
+            retriever,
+            [query],
+            Scope(),
+            lang,
+            other_languages,
+            lambda ranked, _langs: bool(ranked),
+            depth=depth,
+        )
         results = []
         seen: set[str] = set()
         chunks = loaded.index.chunks
@@ -306,6 +327,7 @@ class Engine:
                     "heading_path": list(chunk["heading_path"]),
                     "score": round(hit.score, 6),
                     "snippet": _snippet(chunk["text"]),
+                    **({"lang": chunk["lang"]} if chunk.get("lang") else {}),
                 }
             )
             if len(results) >= k:
@@ -318,6 +340,9 @@ class Engine:
                 "retrieve": _ms(time.perf_counter() - t1),
             },
         }
+        if language.reader and languages.index_languages(retriever):
+            found["lang"] = language.reader
+            found["other_language"] = language.other
         if loaded.version is not None:
             found["version"] = loaded.version
         return found
@@ -348,7 +373,20 @@ class Engine:
             timings["rewrite"] = _ms(time.perf_counter() - t)
 
         t = time.perf_counter()
-        hits = loaded.retriever.rank(variants, request.scope)
+        # The reader's pages first; another language's only when theirs do not answer.
+        hits, language = languages.rank_for_reader(
+            loaded.retriever,
+            variants,
+            request.scope,
+            request.lang,
+            request.other_languages,
+            languages.extractive_decider(
+                loaded.retriever,
+                request.question,
+                request.scope,
+                lambda ranked: _extractive_passages(loaded.retriever, ranked),
+            ),
+        )
         if use_llm:
             passages = loaded.retriever.passages(
                 hits,
@@ -359,7 +397,9 @@ class Engine:
         else:
             passages = _extractive_passages(loaded.retriever, hits)
         timings["retrieve"] = _ms(time.perf_counter() - t)
-        return Prepared(request, loaded, deadline, use_llm, hits, passages, timings, t0)
+        return Prepared(
+            request, loaded, deadline, use_llm, hits, passages, timings, t0, language=language
+        )
 
     def answer(self, prepared: Prepared) -> dict[str, Any]:
         """The answer, by the LLM when it is used and answers, else extractive."""
@@ -402,6 +442,7 @@ class Engine:
             loaded.retriever.embedder,
             hits.query_vector,
             loaded.index,
+            mask=loaded.retriever.mask(request.scope, prepared.language.searched),
         )
         prepared.timings["extractive"] = _ms(time.perf_counter() - t)
         if prepared.reason:
@@ -417,6 +458,7 @@ class Engine:
         model = loaded.index.manifest["model"]["name"]
         similarity = make_similarity(loaded.retriever.embedder, model) if prepared.use_llm else None
         attach_spans(result, prepared.passages, loaded.index, similarity)
+        languages.annotate(result, prepared.language, loaded.retriever)
         timings["total"] = _ms(time.perf_counter() - prepared.started)
         result.update(
             id=new_answer_id(self.settings.answer_id_secret),
@@ -591,6 +633,7 @@ class Engine:
         embedder: Embedder | None = None,
         question_vector: np.ndarray | None = None,
         index: Index | None = None,
+        mask: np.ndarray | None = None,
     ) -> dict[str, Any]:
         return answer_extractive(
             request.question,
@@ -601,6 +644,7 @@ class Engine:
             question_vector=question_vector,
             index=index,
             history=request.history,
+            mask=mask,
         )
 
 
@@ -614,6 +658,7 @@ def answer_extractive(
     question_vector: np.ndarray | None = None,
     index: Index | None = None,
     history: Sequence[Turn] = (),
+    mask: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The extractive answer to ``question`` as ``/v1/ask`` returns it (without ids, timings).
 
@@ -623,7 +668,8 @@ def answer_extractive(
     list line, table row or code block (a fenced block), each citing its
     passage, whose ``highlight`` is exactly the quoted text. It refuses when
     the retrieval evidence says the docs are silent, and then cites the
-    sections that come closest.
+    sections that come closest. ``mask``: the chunks in scope (the evidence is
+    gathered over them; retrieval's row mask).
     """
     result = answer_extractively(
         question,
@@ -634,6 +680,7 @@ def answer_extractive(
         question_vector=question_vector,
         similarity=similarity,
         history=history,
+        mask=mask,
     )
     by_n = {p.n: p for p in passages}
     if result.abstained or not result.quotes:

@@ -94,13 +94,22 @@ class Retriever:
         self.embedder = embedder
         self.per_variant = per_variant
         self.pages = np.array(index.chunks.pages, dtype=object)
-        self._scope_cache: dict[Scope, np.ndarray | None] = {}
+        self._scope_cache: dict[tuple[Scope, tuple[str, ...]], np.ndarray | None] = {}
+        self._langs: np.ndarray | None = None
 
-    def mask(self, scope: Scope) -> np.ndarray | None:
-        """Boolean row mask for a scope (None = every chunk)."""
-        if scope.is_whole_site():
+    @property
+    def langs(self) -> np.ndarray:
+        """Each chunk's page language (``""`` unknown), row order (languages.py)."""
+        if self._langs is None:
+            self._langs = np.array(self.index.chunks.langs, dtype=object)
+        return self._langs
+
+    def mask(self, scope: Scope, langs: tuple[str, ...] = ()) -> np.ndarray | None:
+        """Boolean row mask for a scope and, when ``langs`` names any, the chunks in
+        those languages or of no known language (None = every chunk)."""
+        if scope.is_whole_site() and not langs:
             return None
-        cached = self._scope_cache.get(scope)
+        cached = self._scope_cache.get((scope, langs))
         if cached is not None:
             return cached
         pages = self.pages
@@ -109,9 +118,11 @@ class Retriever:
             keep &= np.array([p.startswith(scope.include) for p in pages], dtype=bool)
         if scope.exclude:
             keep &= ~np.array([p.startswith(scope.exclude) for p in pages], dtype=bool)
+        if langs:
+            keep &= np.isin(self.langs, [*langs, ""])
         if len(self._scope_cache) > 256:
             self._scope_cache.clear()
-        self._scope_cache[scope] = keep
+        self._scope_cache[(scope, langs)] = keep
         return keep
 
     def rank(
@@ -121,6 +132,7 @@ class Retriever:
         depth: int | None = None,
         retrievers: Sequence[str] = ("dense", "bm25"),
         gloss: bool = True,
+        langs: tuple[str, ...] = (),
     ) -> Ranking:
         """Rank chunks for several phrasings of one question; best first.
 
@@ -135,17 +147,23 @@ class Retriever:
         searched as its dictionary gloss, and its CJK phrasings by dense
         retrieval only (their bigrams match nothing in such an index) — or not
         at all when the embedder does not place the question near its gloss.
+
+        ``langs``: only chunks of pages in these languages (and of no known
+        language); when none of them is written in CJK, a Chinese question is
+        glossed as on an index without CJK.
         """
         n = len(self.index.chunks)
         ranking = Ranking()
         if n == 0:
             return ranking
         depth = depth or self.per_variant
-        mask = self.mask(scope)
+        mask = self.mask(scope, langs)
         rankings: list[np.ndarray] = []
         last: np.ndarray | None = None
         texts = list(dict.fromkeys(v.strip() for v in variants if v.strip()))
         cross = gloss and bool(texts) and crosslingual.needs_gloss(texts[0], self.index.bm25)
+        if gloss and langs and texts and not cross:
+            cross = crosslingual.has_cjk(texts[0]) and not any(map(_cjk_language, langs))
         vectors: dict[str, np.ndarray] = {}
         if cross:
             ranking.gloss = crosslingual.gloss(texts[0], bm25=self.index.bm25)
@@ -291,6 +309,12 @@ class _Draft:
 
 
 _SPACE = re.compile(r"\s+")
+# Languages written in CJK characters (primary subtags): Chinese, Japanese, Korean.
+_CJK_LANGUAGES = frozenset({"zh", "ja", "ko", "yue", "wuu", "cmn", "lzh", "hak", "nan"})
+
+
+def _cjk_language(tag: str) -> bool:
+    return tag.split("-", 1)[0] in _CJK_LANGUAGES
 
 
 def _max_normalised(scores: np.ndarray) -> np.ndarray:

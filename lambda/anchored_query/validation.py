@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ MAX_SCOPE_PREFIXES = 50
 MAX_PREFIX_CHARS = 300
 MAX_NAMES = 10  # unknown keys named in an error message
 MAX_NAME_CHARS = 60
+_LANG_TAG = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{1,8}){0,3}")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class AskRequest:
     history: tuple[Turn, ...] = ()
     scope: Scope = field(default_factory=Scope)
     mode: Mode = "auto"
+    lang: str = ""  # the reader's language (languages.py); "": answer from every language
+    other_languages: bool = False  # also cite pages in other languages than ``lang``
     version: str | None = None  # a version or alias of a versioned index; None: the default
 
 
@@ -195,6 +199,7 @@ def parse_history(value: object, settings: Settings) -> tuple[Turn, ...]:
 def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
     """Check a ``/v1/ask`` body."""
     unknown = set(data) - {"question", "history", "scope", "mode", "version"}
+    unknown -= LANGUAGE_FIELDS
     if unknown:
         raise bad(f"unknown fields: {_names(unknown)}")
     question = clean_text(data.get("question"), "question", settings.max_question_chars)
@@ -206,6 +211,7 @@ def parse_ask(data: dict[str, Any], settings: Settings) -> AskRequest:
         history=parse_history(data.get("history"), settings),
         scope=parse_scope(data.get("scope")),
         mode=mode,
+        **parse_language(data),
         version=parse_version(data.get("version")),
     )
 
@@ -219,6 +225,26 @@ def parse_version(value: object) -> str | None:
     if not all(ch.isascii() and (ch.isalnum() or ch in "._+-") for ch in value):
         raise bad("'version' may hold only letters, digits and . _ + -", "unknown_version")
     return value
+
+
+LANGUAGE_FIELDS = frozenset({"lang", "other_languages"})
+
+
+def parse_language(data: dict[str, Any]) -> dict[str, Any]:
+    """``lang`` (the reader's language tag, as ``<html lang>`` has it: ``zh``, ``pt-BR``;
+    normalised to lower case) and ``other_languages`` (a boolean) of a request body."""
+    lang = data.get("lang")
+    if lang is None:
+        lang = ""
+    if not isinstance(lang, str) or len(lang) > 35:
+        raise bad("'lang' must be a language tag such as 'en' or 'zh-CN'")
+    tag = lang.strip().lower().replace("_", "-")
+    if tag and not _LANG_TAG.fullmatch(tag):
+        raise bad("'lang' must be a language tag such as 'en' or 'zh-CN'")
+    other = data.get("other_languages", False)
+    if not isinstance(other, bool):
+        raise bad("'other_languages' must be true or false")
+    return {"lang": tag, "other_languages": other}
 
 
 def parse_feedback(data: dict[str, Any]) -> FeedbackRequest:
