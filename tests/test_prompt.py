@@ -259,5 +259,7 @@ def test_the_prescribed_refusal_is_not_an_echo_of_the_instructions() -> None:
     assert f'"{REFUSAL}"' in SYSTEM_PROMPT
     assert not echoes_instructions(REFUSAL)
     assert echoes_instructions(
-        "End EVERY sentence with the number of the passage that states it, in square brackets"
+        "Put the number of the passage that states it in square brackets at the end of EVERY"
     )
+    # The examples' answers are instructions too: a reply that copies them is an echo.
+    assert echoes_instructions("The batch size defaults to `64`; set `batch_size` in `sync.toml`.")
