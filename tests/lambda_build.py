@@ -44,6 +44,7 @@ def lambda_arch() -> str:
 
 def _inputs() -> list[Path]:
     files = [REPO / "pyproject.toml", REPO / "lambda" / "Makefile", REPO / "lambda" / "handler.py"]
+    files += [REPO / "lambda" / "asgi.py", REPO / "lambda" / "run.sh"]  # the streaming entry
     for package in (REPO / "build_index", REPO / "lambda" / "anchored_query"):
         for path in sorted(package.rglob("*")):
             rel = path.relative_to(package).parts

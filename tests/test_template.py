@@ -108,7 +108,7 @@ def test_runtime_and_build_match_the_makefile(function: dict[str, Any]) -> None:
     props = function["Properties"]
     match = re.fullmatch(r"python3\.(\d+)", props["Runtime"])
     assert match and int(match.group(1)) >= 12, props["Runtime"]
-    assert props["Handler"] == "handler.handler"
+    assert props["Handler"] == {"Fn::If": ["StreamResponses", "run.sh", "handler.handler"]}
     assert props["CodeUri"] == "lambda/"
     assert function["Metadata"]["BuildMethod"] == "makefile"
     makefile = MAKEFILE.read_text(encoding="utf-8")
@@ -139,7 +139,8 @@ def test_environment_names_are_settings(function: dict[str, Any]) -> None:
     variables = function["Properties"]["Environment"]["Variables"]
     known = settings_keys()
     assert "ANCHORED_INDEX" in known and "ANCHORED_ALLOWED_ORIGINS" in known
-    unknown = sorted(set(variables) - known)
+    adapter = {k for k in variables if k.startswith("AWS_LWA_") or k == "AWS_LAMBDA_EXEC_WRAPPER"}
+    unknown = sorted(set(variables) - known - adapter)
     assert unknown == [], f"Settings.from_env does not read {unknown}"
     assert {"ANCHORED_INDEX", "ANCHORED_FEEDBACK", "ANCHORED_CACHE_DIR"} <= set(variables)
     cache = variables["ANCHORED_CACHE_DIR"]
@@ -386,3 +387,39 @@ def test_the_question_log_is_off_by_default_beside_the_index_and_expires(
     log_write = writes["WriteQuestionLogOnly"]
     assert log_write["Action"] == "s3:PutObject"
     assert strings(log_write["Resource"])[0].endswith("${IndexPrefix}-question-log/*")
+
+
+def test_streaming_runs_the_same_app_behind_the_web_adapter(
+    template: dict[str, Any], function: dict[str, Any]
+) -> None:
+    """ResponseStreaming (default true): the function URL streams, through the AWS Lambda
+    Web Adapter layer running lambda/run.sh; false keeps the buffered Mangum handler."""
+    assert template["Parameters"]["ResponseStreaming"]["Default"] == "true"
+    assert template["Conditions"]["StreamResponses"] == {
+        "Fn::Equals": [{"Ref": "ResponseStreaming"}, "true"]
+    }
+    props = function["Properties"]
+    assert props["FunctionUrlConfig"]["InvokeMode"] == {
+        "Fn::If": ["StreamResponses", "RESPONSE_STREAM", "BUFFERED"]
+    }
+    layers = props["Layers"]["Fn::If"]
+    assert layers[0] == "StreamResponses" and layers[2] == {"Ref": "AWS::NoValue"}
+    (arn,) = layers[1]
+    # The layer for the function's architecture (arm64), from AWS's own account.
+    assert props["Architectures"] == ["arm64"]
+    assert ":753240598075:layer:LambdaAdapterLayerArm64:" in arn["Fn::Sub"]
+    variables = props["Environment"]["Variables"]
+    adapter = {
+        "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+        "AWS_LWA_INVOKE_MODE": "response_stream",
+        "AWS_LWA_PORT": "8080",
+        "AWS_LWA_READINESS_CHECK_PATH": "/",
+    }
+    for name, value in adapter.items():
+        assert variables[name] == {"Fn::If": ["StreamResponses", value, {"Ref": "AWS::NoValue"}]}
+    run_sh = REPO / "lambda" / "run.sh"
+    assert run_sh.is_file() and run_sh.stat().st_mode & 0o111, "run.sh must be executable"
+    text = run_sh.read_text(encoding="utf-8")
+    assert "uvicorn" in text and "AWS_LWA_PORT" in text
+    makefile = MAKEFILE.read_text(encoding="utf-8")
+    assert '"/lambda/run.sh"' in makefile and '"/lambda/asgi.py"' in makefile

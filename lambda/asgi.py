@@ -1,0 +1,13 @@
+"""The ASGI app for uvicorn under the AWS Lambda Web Adapter (run.sh; template.yaml with
+ResponseStreaming=true): the same app as handler.py's, which Mangum serves buffered."""
+
+from anchored_query.index_store import prefetch
+from anchored_query.settings import Settings
+
+settings = Settings.from_env()
+# Cold start: the index downloads from S3 while the app's imports below run.
+prefetch(settings.index, cache_dir=settings.cache_dir)
+
+from anchored_query.app import create_app  # noqa: E402
+
+app = create_app(settings)
