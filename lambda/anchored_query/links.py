@@ -149,8 +149,29 @@ def _term_pattern(term: str) -> re.Pattern[str]:
     return re.compile(lead + body + tail, re.IGNORECASE)
 
 
-def _occurs_before(text: str, term: str, pos: int) -> bool:
-    """Whether ``term`` matches anywhere in ``text`` starting before ``pos``."""
+def _occurs_before(text: str, term: str, pos: int, low: str | None = None) -> bool:
+    """Whether ``term`` matches anywhere in ``text`` starting before ``pos``.
+
+    ``low`` is ``text.lower()`` when it keeps the offsets: then the search is a plain
+    substring search with the words' boundaries checked (the index collapses whitespace
+    runs in prose to one space); otherwise the browser's matching as a regular expression.
+    """
+    if low is not None and len(low) == len(text):
+        needle = " ".join(term.split()).lower()
+        at = low.find(needle, 0, pos)
+        while at >= 0:
+            before = text[at - 1] if at else " "
+            after = text[at + len(needle)] if at + len(needle) < len(text) else " "
+            lead_ok = not (needle[0].isalnum() or needle[0] == "_") or not (
+                before.isalnum() or before == "_"
+            )
+            tail_ok = not (needle[-1].isalnum() or needle[-1] == "_") or not (
+                after.isalnum() or after == "_"
+            )
+            if lead_ok and tail_ok:
+                return True
+            at = low.find(needle, at + 1, pos)
+        return False
     m = _term_pattern(term).search(text)
     return m is not None and m.start() < pos
 
@@ -180,20 +201,21 @@ def _grow(words: list[tuple[int, int]], from_end: bool) -> int:
     return n
 
 
-def _prefix(text: str, pos: int, term: str) -> str:
+def _prefix(text: str, pos: int, term: str, low: str | None = None) -> str:
     """Words just before ``pos`` that make ``prefix term`` unique up to there ("" if none do)."""
     before = list(re.finditer(r"[^\s|]+", text[max(0, pos - 300) : pos]))
     offset = max(0, pos - 300)
     for k in range(1, min(_PREFIX_WORDS, len(before)) + 1):
         first = before[-k].start() + offset
         prefix = " ".join(m.group(0) for m in before[-k:])
-        if not _occurs_before(text, prefix + " " + term, first):
+        if not _occurs_before(text, prefix + " " + term, first, low):
             return prefix
     return ""
 
 
 def _fragment_on_page(page: OnPage) -> str:
     text = page.text
+    low = text.lower()
     segments = _segment_words(text, page.start, page.end)
     if not segments:
         return ""
@@ -207,10 +229,10 @@ def _fragment_on_page(page: OnPage) -> str:
 
     whole = len(segments) == 1 and len(first) <= 2 * _FRAGMENT_WORDS
     n = len(first) if whole else _grow(first, False)
-    while n < len(first) and _occurs_before(text, term(first[:n]), pos):
+    while n < len(first) and _occurs_before(text, term(first[:n]), pos, low):
         n += 1
     start = term(first[:n])
-    prefix = _prefix(text, pos, start) if _occurs_before(text, start, pos) else ""
+    prefix = _prefix(text, pos, start, low) if _occurs_before(text, start, pos, low) else ""
     lead = _fragment_enc(prefix) + "-," if prefix else ""
     if whole or (len(segments) == 1 and n + _grow(last, True) > len(first)):
         return "text=" + lead + _fragment_enc(term(first))
@@ -220,7 +242,7 @@ def _fragment_on_page(page: OnPage) -> str:
     while m < len(last):
         if len(segments) == 1 and n + m >= len(first):
             break
-        hit = _term_pattern(term(last[-m:])).search(text, after)
+        hit = _term_pattern(term(last[-m:])).search(text, after, min(len(text), last[-1][1] + 1))
         if hit is not None and hit.end() == last[-1][1]:
             break
         m += 1

@@ -268,6 +268,7 @@ def _section_chunks(index: Any, section_id: str) -> list[Mapping[str, Any]]:
 
 
 _PAGES: dict[tuple[int, str], dict[str, tuple[str, dict[str, int]]]] = {}
+_SECTIONS_OF: dict[tuple[int, str], dict[str, list[str]]] = {}
 
 
 def page_text(index: Any, page: str) -> tuple[str, dict[str, int]] | None:
@@ -281,8 +282,14 @@ def page_text(index: Any, page: str) -> tuple[str, dict[str, int]] | None:
     if pages is None:
         _PAGES.clear()
         pages = _PAGES[key] = {}
+    by_page = _SECTIONS_OF.get(key)
+    if by_page is None:
+        _SECTIONS_OF.clear()
+        by_page = _SECTIONS_OF[key] = {}
+        for section_id in index.sections:  # one pass over the ids, in page order
+            by_page.setdefault(section_id.split("#", 1)[0], []).append(section_id)
     if page not in pages:
-        ids = [i for i in index.sections if i.split("#", 1)[0] == page]
+        ids = by_page.get(page, [])
         if not ids:
             return None
         sections = [index.sections[i] for i in ids]
@@ -305,6 +312,9 @@ def _locate(text: str, highlight: str) -> tuple[int, int] | None:
     words = highlight.split()
     if not words:
         return None
+    at = text.find(highlight)
+    if at >= 0:
+        return at, at + len(highlight)
     m = re.search(r"\s+".join(re.escape(w) for w in words), text)
     return (m.start(), m.end()) if m else None
 
