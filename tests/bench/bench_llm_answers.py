@@ -403,11 +403,13 @@ def replay_fixtures() -> list[Asked]:
     return out
 
 
-def report(name: str, asked: list[Asked], judge: Judge | None) -> list[str]:
+def report(
+    name: str, asked: list[Asked], judge: Judge | None, *, judge_old: bool = True
+) -> list[str]:
     new = [score_new(a) for a in asked]
     old = [score_old(a) for a in asked]
     if judge is not None:
-        judge_all(judge, new + old)
+        judge_all(judge, new + old if judge_old else new)
     return [row(name, "today", old), row(name, "new", new)]
 
 
@@ -436,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--judge-only", action="store_true", help="only check the judge against the hand labels"
     )
+    parser.add_argument(
+        "--judge-new-only", action="store_true", help="judge the current verifier's pairs only"
+    )
+    parser.add_argument(
+        "--no-agreement", action="store_true", help="do not check the judge against the labels"
+    )
     parser.add_argument("--judge", choices=sorted(JUDGES), default="pair")
     parser.add_argument(
         "--recorded-only",
@@ -443,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         help="score only the recorded fixtures (their passages and replies), no new asks",
     )
     parser.add_argument("--record-fixtures", action="store_true")
+    parser.add_argument("--no-recorded", action="store_true", help="skip the recorded fixtures")
     parser.add_argument("--dump", type=Path, help="write every answer and verdict as JSON")
     parser.add_argument(
         "--export-fixtures", action="store_true", help="also write the replies as test fixtures"
@@ -475,12 +484,13 @@ def main(argv: list[str] | None = None) -> int:
             print(agreement(judge, SUPPORT_LABELS))
             return 0
         answers_offline = args.offline or args.cached_answers
-        fixtures = replay_fixtures()
+        fixtures = [] if args.no_recorded else replay_fixtures()
         for name in dict.fromkeys(a.question["_set"] for a in fixtures):
             group = [a for a in fixtures if a.question["_set"] == name]
-            lines += report(f"{name} (recorded)", group, judge)
+            lines += report(f"{name} (recorded)", group, judge, judge_old=not args.judge_new_only)
         if args.recorded_only:
             args.sets = ""
+
         names = [n for n in args.sets.split(",") if n]
         qids = [q for q in args.qids.split(",") if q]
         chosen = question_sets(
@@ -489,11 +499,14 @@ def main(argv: list[str] | None = None) -> int:
         for qset in chosen:
             asked = []
             for a in ask_all(qset, base_url, offline=answers_offline):
+                if answers_offline and a.body.get("fallback") == "connection":
+                    log(f"{qset.name}/{a.qid}: no cached reply, left out")
+                    continue
                 log(f"{qset.name}/{a.qid}: {a.body.get('mode')} {a.latency_s:.0f}s")
                 asked.append(a)
                 if args.export_fixtures:
                     write_fixture(a, "new")
-            lines += report(qset.name, asked, judge)
+            lines += report(qset.name, asked, judge, judge_old=not args.judge_new_only)
             dump += [
                 {
                     "set": qset.name,
@@ -507,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
                 for a in asked
             ]
             print("\n".join(lines), flush=True)
-        if judge is not None:
+        if judge is not None and not args.no_agreement:
             lines.append("")
             lines.append(agreement(judge, LABELS))
             lines.append(agreement(judge, SUPPORT_LABELS))

@@ -7,6 +7,7 @@ current verifier, :func:`score_new`) and through the frozen first verifier
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,16 @@ def pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "–"
 
 
+# What must never reach a shown sentence: reasoning tags, chat tokens, citation
+# markers left in the text, a "Sources:" footer.
+MARKUP = re.compile(
+    r"<\s*/?\s*(?:think|thinking|reasoning)\b|<\|[a-z_]+\|>|\[\s*\^?\d+\s*\]|"
+    r"(?m:^\s*(?:sources?|references?)\s*:)",
+    re.IGNORECASE,
+)
+DEADLINE_S = 20.0  # the shipped ANCHORED_DEADLINE_S
+
+
 def row(name: str, verifier: str, scored: Sequence[Scored]) -> str:
     ans = [s for s in scored if s.answerable]
     unans = [s for s in scored if not s.answerable]
@@ -144,6 +155,8 @@ def row(name: str, verifier: str, scored: Sequence[Scored]) -> str:
     latency = f"{statistics.median(lat):.0f}" if lat else "–"
     tokens_in = f"{statistics.mean(s.input_tokens for s in scored):.0f}" if scored else "–"
     tokens_out = f"{statistics.mean(s.output_tokens for s in scored):.0f}" if scored else "–"
+    markup = sum(1 for s in scored if MARKUP.search(s.text))
+    in_time = sum(1 for s in lat if s <= DEADLINE_S)
     cells = [
         name,
         verifier,
@@ -154,7 +167,9 @@ def row(name: str, verifier: str, scored: Sequence[Scored]) -> str:
         f"{pct(sum(judged), len(judged))} ({len(judged)})",
         f"{facts}/{len(ans)} ({pct(facts, len(ans))})",
         str(fell),
+        str(markup),
         latency,
+        f"{in_time}/{len(lat)}",
         tokens_in,
         tokens_out,
     ]
@@ -163,9 +178,10 @@ def row(name: str, verifier: str, scored: Sequence[Scored]) -> str:
 
 HEADER = (
     "| set | verifier | n | answered | refused | kept | cit. prec. (pairs) | fact | fell back "
-    "| p50 s | in tok | out tok |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| markup | p50 s | ≤20 s | in tok | out tok |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 BEFORE = (
     "| anchored (issue #9, before) | today | 15 | 5/13 (38%) | – | 5/78 (6%) | – | – | – "
-    "| – | – | – |"
+    "| – | – | – | – | – |"
 )
