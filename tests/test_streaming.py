@@ -384,3 +384,82 @@ def _never() -> Any:
     import threading
 
     return threading.Event()
+
+
+# -- the clients: OpenAI-compatible stream(), and the spend cap around it
+
+
+def test_openai_stream_yields_pieces_then_the_completion(openai: FakeOpenAIServer) -> None:
+    from anchored_query.llm import ChatMessage, Completion, OpenAICompatClient
+
+    openai.script(Reply("<think>hm</think>Port 8000 [1].\n\nMore [2].", usage=(50, 9)))
+    client = OpenAICompatClient(openai.url, "sk-test-123456", "m", max_retries=0)
+    events = list(client.stream([ChatMessage("user", "port?")], max_tokens=64, timeout_s=5))
+    *pieces, last = events
+    assert "".join(pieces) == "<think>hm</think>Port 8000 [1].\n\nMore [2]."
+    assert len(pieces) > 3  # arrived in pieces, not in one
+    assert last == Completion("Port 8000 [1].\n\nMore [2].", 50, 9, "stop")
+    body = openai.last.body
+    assert body["stream"] is True and body["max_tokens"] == 64
+
+
+def test_openai_stream_failures_are_llm_errors(openai: FakeOpenAIServer) -> None:
+    from anchored_query.errors import LLMError
+    from anchored_query.llm import ChatMessage, OpenAICompatClient
+
+    client = OpenAICompatClient(openai.url, "sk-test-123456", "m", max_retries=0)
+    messages = [ChatMessage("user", "port?")]
+    openai.script(
+        Status(429, retry_after=1),
+        Partial("a b c d e", tokens=2),
+        Reply("cut here", finish_reason="length"),
+    )
+    categories = []
+    for _ in range(3):
+        try:
+            completion = [e for e in client.stream(messages, timeout_s=5)][-1]
+            categories.append(completion.finish_reason)
+        except LLMError as exc:
+            categories.append(exc.category)
+    assert categories == ["rate_limited", "connection", "length"]
+
+
+def test_abandoning_a_stream_closes_the_connection() -> None:
+    from anchored_query.llm import ChatMessage, OpenAICompatClient
+
+    with FakeOpenAIServer(default=Reply("word " * 200), rate=StreamRate(0, 50)) as srv:
+        client = OpenAICompatClient(srv.url, "", "m", max_retries=0)
+        stream = client.stream([ChatMessage("user", "q")], timeout_s=10)
+        assert next(iter(stream))
+        stream.close()  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        while not srv.disconnected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.disconnected
+
+
+def test_the_spend_cap_reserves_and_settles_streams_also_abandoned(
+    openai: FakeOpenAIServer,
+) -> None:
+    from anchored_query.budget import Budget, BudgetedClient, BudgetLimits, input_token_bound
+    from anchored_query.llm import ChatMessage, OpenAICompatClient
+    from anchored_query.shared_state import MemoryCounters
+
+    counters = MemoryCounters()
+    inner = OpenAICompatClient(openai.url, "", "m", max_retries=0)
+    client = BudgetedClient(inner, Budget(counters, BudgetLimits(tokens_per_day=10**6)))
+    messages = [ChatMessage("user", "Which port?")]
+
+    def spent() -> int:
+        return sum(v[1]["tokens"] for v in counters._items.values())
+
+    openai.script(Reply("Port 8000 [1].", usage=(40, 7)))
+    assert list(client.stream(messages, max_tokens=300, timeout_s=5))[-1].text == "Port 8000 [1]."
+    assert spent() == 47  # the provider's figures replace the reservation
+    openai.script(Reply("word " * 50, usage=(40, 50)))
+    stream = client.stream(messages, max_tokens=300, timeout_s=5)
+    first = next(iter(stream))
+    stream.close()  # type: ignore[attr-defined]
+    # Abandoned: the input bound and the bytes received (+8), not the 300 reserved.
+    bound = input_token_bound(messages)
+    assert spent() == 47 + bound + len(first.encode()) + 8

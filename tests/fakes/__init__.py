@@ -24,6 +24,7 @@ import json
 import re
 import select
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -258,6 +259,12 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     fake: FakeServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that dropped its connection (gave up on a stream) is no server error.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
