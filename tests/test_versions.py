@@ -34,7 +34,7 @@ from build_index.errors import IndexFormatError, PublishError
 from build_index.publish import S3Location
 from build_index.versions import Catalog, publish_version, read_catalog_s3
 from tests.liveserver import ThreadedServer
-from tests.versions_site import MikeSite, build_mike_site
+from tests.versions_site import MikeSite, build_mike_site, mike_deploy, mike_env
 
 __all__ = ["moto_s3", "s3"]  # fixtures used by name
 
@@ -210,6 +210,29 @@ def test_versions_published_to_s3_are_served_from_one_deployment(
     assert anchored(["publish", one, store, "--version", "3.0", "--alias", "1.0"]) == 1
     assert s3.get("docs/versions.json") == before
     assert not any(k.startswith("docs/versions/3.0/") for k in s3.keys("docs/"))
+
+
+def test_the_plugin_under_mike_publishes_its_version_to_s3(
+    mike_site: MikeSite, s3: S3Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``mike deploy`` with an ``s3://`` store: the plugin publishes the version's index
+    to ``versions/<version>/`` and names it, with its alias, in ``versions.json``."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
+    store = f"s3://{s3.name}/docs"
+    text = (mike_site.repo / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "store: ../store" in text
+    config = mike_site.repo / "mkdocs-s3.yml"
+    config.write_text(text.replace("store: ../store", f"store: {store}"), encoding="utf-8")
+    out = mike_deploy(mike_site.repo, "2.1", "latest", config=config.name, env=mike_env())
+    assert "published version 2.1" in out
+    keys = s3.keys("docs/")
+    assert "docs/versions/2.1/current.json" in keys and "docs/current.json" not in keys
+    catalog, _, _ = read_catalog_s3(s3.client, S3Location.parse(store))
+    assert catalog is not None and [(v.version, v.aliases) for v in catalog.versions] == [
+        ("2.1", ("latest",))
+    ]
+    result = _engine(store, tmp_path / "cache").ask(AskRequest(question=Q, version="latest"))
+    assert result["version"] == "2.1" and "30 seconds" in _answer(result)
 
 
 def test_a_moved_alias_is_picked_up_without_a_redeploy(

@@ -100,13 +100,8 @@ def _write_version(repo: Path, version: str) -> None:
     (repo / "mkdocs.yml").write_text(MKDOCS_YML.format(extra_nav=extra), encoding="utf-8")
 
 
-def build_mike_site(root: Path, *, env: dict[str, str] | None = None) -> MikeSite:
-    """Build both versions with the real mike under ``root``; returns where they are."""
-    mike = shutil.which("mike", path=str(BIN)) or shutil.which("mike")
-    if mike is None:
-        raise RuntimeError("mike is not installed (pip install -e '.[dev]')")
-    repo = root / "repo"
-    repo.mkdir(parents=True)
+def mike_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment mike runs in: no ANCHORED_* of the caller, the venv first on PATH."""
     base = {k: v for k, v in (env or os.environ).items() if not k.startswith("ANCHORED_")}
     base["PATH"] = f"{BIN}{os.pathsep}{base.get('PATH', '')}"  # mike runs `mkdocs build`
     base.update(
@@ -115,6 +110,31 @@ def build_mike_site(root: Path, *, env: dict[str, str] | None = None) -> MikeSit
         GIT_COMMITTER_NAME="t",
         GIT_COMMITTER_EMAIL="t@example.test",
     )
+    return base
+
+
+def mike_deploy(
+    repo: Path, version: str, aliases: str = "", *, config: str = "", env: dict[str, str]
+) -> str:
+    """``ANCHORED_VERSION_ALIASES=aliases mike deploy [--update-aliases] version [aliases]``."""
+    mike = shutil.which("mike", path=str(BIN)) or shutil.which("mike")
+    if mike is None:
+        raise RuntimeError("mike is not installed (pip install -e '.[dev]')")
+    cmd = [mike, "deploy", *(["--config-file", config] if config else []), version]
+    if aliases:
+        cmd[2:2] = ["--update-aliases"]
+        cmd.append(aliases)
+    return _run(cmd, repo, {**env, "ANCHORED_VERSION_ALIASES": aliases})
+
+
+def build_mike_site(root: Path, *, env: dict[str, str] | None = None) -> MikeSite:
+    """Build both versions with the real mike under ``root``; returns where they are."""
+    mike = shutil.which("mike", path=str(BIN)) or shutil.which("mike")
+    if mike is None:
+        raise RuntimeError("mike is not installed (pip install -e '.[dev]')")
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    base = mike_env(env)
     git = ["git", "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
     _run([*git, "init", "-q"], repo, base)
     (repo / ".gitignore").write_text("site/\n", encoding="utf-8")
@@ -122,11 +142,7 @@ def build_mike_site(root: Path, *, env: dict[str, str] | None = None) -> MikeSit
         _write_version(repo, version)
         _run([*git, "add", "-A"], repo, base)
         _run([*git, "commit", "-q", "-m", f"docs {version}"], repo, base)
-        cmd = [mike, "deploy", version]
-        if aliases:
-            cmd[2:2] = ["--update-aliases"]
-            cmd.append(aliases)
-        _run(cmd, repo, {**base, "ANCHORED_VERSION_ALIASES": aliases})
+        mike_deploy(repo, version, aliases, env=base)
     _run([mike, "set-default", "latest"], repo, base)
     pages = root / "pages"
     pages.mkdir()
