@@ -2,11 +2,18 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  BASE, FIXTURES, INSTANT_SITE, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, isHarness, key, launch, newPage, open, readHighlight, until,
+  BASE, FIXTURES, INSTANT_SITE, SHOTS, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, isHarness, key, launch, newPage as pageIn, open, readHighlight, until,
 } from './helpers.js';
+import { join } from 'node:path';
 import { encodeSpec, specFor } from '../../plugin/assets/text.js';
 
 let browser;
+/** A page (helpers.newPage) whose loads may take a minute: the machine is shared and busy. */
+async function newPage(...args) {
+  const page = await pageIn(...args);
+  page.setDefaultNavigationTimeout(90000);
+  return page;
+}
 before(async () => {
   browser = await launch();
 });
@@ -151,6 +158,21 @@ test('each chip highlights its own span: one passage cited by two sentences', as
   await assertHighlighted(page, FIXTURES.default.citations[0].highlight, 'chip [1] of the first sentence');
   await page.context().close();
 });
+
+for (const [name, span, anchor] of [
+  ['prose', 'An empty string means the API is served from the same origin as the site, which is what anchored serve does.', 'endpoint'],
+  ['code', '- anchored:\n      endpoint: https://api.example.com/', 'example'],
+  ['table', 'shortcut | a | Key that opens the dialog', 'options'],
+]) {
+  test(`exact-span screenshot: ${name} (highlight-${name}.png; ANCHORED_SCREENSHOTS=site/images for the docs)`, async () => {
+    const page = await newPage(browser, { viewport: { width: 1000, height: 560 } });
+    await openSpan(page, span, anchor);
+    await assertHighlighted(page, span, name);
+    await page.$$eval('mark.anchored-hl', (m) => Promise.all(m.flatMap((x) => x.getAnimations().map((a) => a.finished))));
+    await page.screenshot({ path: join(SHOTS, `highlight-${name}.png`) });
+    await page.context().close();
+  });
+}
 
 test('text the index leaves out (aria-hidden, data-search-exclude) is skipped, as the back end does', async () => {
   const page = await newPage(browser);
