@@ -10,6 +10,7 @@ import pytest
 from anchored_query.citations import ParsedSentence, verify
 from anchored_query.support import (
     content_terms,
+    foreign_terms,
     lexical_support,
     make_support,
     pairing_conflicts,
@@ -222,3 +223,24 @@ def test_code_shown_must_be_the_passages_own() -> None:
     # a config line written as a sentence of its own is code too
     assert kept('dev_addr: "127.0.0.1:8000"', serve)
     assert not kept("dev_addr: 127.0.0.1:8000", serve)
+
+
+def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
+    from anchored_query.word_prior import WordPrior
+
+    prior = WordPrior({"use": 10, "the": 1, "with": 2, "authentication": 30_000, "class": 400})
+    vocabulary = {"netrcauth", "class", "httpx", "authent", "use", "configur"}
+    text = "Use the `NetRCAuth` class to configure HTTPX with NTLM authentication."
+    # "ntlm" is not a whole word of the embedder's vocabulary (specific) and not on the site
+    assert foreign_terms(text, vocabulary, prior) == ["ntlm"]
+    assert foreign_terms("Use the `NetRCAuth` class.", vocabulary, prior) == []
+    # no prior (an uncalibrated embedding model): nothing is foreign
+    assert foreign_terms(text, vocabulary, None) == []
+    # a sentence naming it is not supported by any passage, whatever it cites
+    page = _page("Use the NetRCAuth class to configure HTTPX with .netrc authentication.")
+    checked = verify(
+        [ParsedSentence(text, [1])],
+        {1: page},
+        foreign=lambda t: foreign_terms(t, vocabulary, prior),
+    )
+    assert checked.abstained and "never mentions" in checked.reasons[0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from anchored_query.facts import Claim, Haystack, claims
@@ -120,9 +120,15 @@ def attribute(
 class Checker:
     """The support checks of one context, with its passages' terms and haystacks cached."""
 
-    def __init__(self, passages: Mapping[int, Passage], support: Support | None) -> None:
+    def __init__(
+        self,
+        passages: Mapping[int, Passage],
+        support: Support | None,
+        foreign: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self.passages = passages
         self.support = support
+        self.foreign = foreign
         self.usable = [n for n, p in passages.items() if not p.excluded]
         self.shown = [passages[n] for n in self.usable]
         self._haystacks: dict[int, Haystack] = {}
@@ -171,6 +177,9 @@ class Checker:
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
         if missing:
             return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
+        alien = self.foreign(item.sentence.text) if self.foreign and not item.is_code else []
+        if alien:
+            return f"names {', '.join(alien)}, which the site never mentions"
         unquoted = [line for line in item.code if not any(self.has_line(n, line) for n in group)]
         if unquoted:
             return f"code line {unquoted[0]!r} not in {list(group)}"

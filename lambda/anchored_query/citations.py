@@ -33,7 +33,7 @@ statement as part of the refusal — the answer is an abstention.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -219,6 +219,7 @@ def verify(
     passages: Mapping[int, Passage],
     *,
     support: Support | None = None,
+    foreign: Callable[[str], list[str]] | None = None,
 ) -> VerifiedAnswer:
     """Keep the sentences the context supports, each with the passages that support it.
 
@@ -233,11 +234,13 @@ def verify(
     for a passage found only by searching the context). The score is the
     lexical support, or with ``support`` — ``(sentence_text, passage) ->
     0..1``, see :func:`anchored_query.support.make_support`; NaN is no opinion
-    — its weighted mean with the best semantic support over the passages. Plain
-    :class:`AnswerSentence` items (the extractive answerer's) are each their
-    own paragraph.
+    — its weighted mean with the best semantic support over the passages.
+    ``foreign`` gives the words of a sentence the site never uses
+    (:func:`anchored_query.support.foreign_terms`); a sentence with any is not
+    supported, whatever passage it cites. Plain :class:`AnswerSentence` items (the
+    extractive answerer's) are each their own paragraph.
     """
-    checker = Checker(passages, support)
+    checker = Checker(passages, support, foreign)
     usable = checker.usable
     items = [
         Item.of(

@@ -49,7 +49,7 @@ import itertools
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,6 +58,7 @@ import numpy.typing as npt
 
 from anchored_query.sentences import code_spans, is_cjk, outside_code
 from anchored_query.types import Passage
+from anchored_query.word_prior import WordPrior, term_priors
 from build_index.tokenizer import tokenize
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "SUPPORT_MIN",
     "Support",
     "content_terms",
+    "foreign_terms",
     "lexical_support",
     "make_support",
     "pairing_conflicts",
@@ -293,6 +295,30 @@ def qualifier_conflicts(text: str, passages: Sequence[Passage]) -> list[str]:
             if any(word in w for v, w in found.items() if v != value):
                 conflicts.append(f"{value}~{word}")
     return conflicts
+
+
+# A word at least this specific in the language at large (word_prior: 1 for a word the
+# embedder's vocabulary does not hold whole, a name or identifier) that the site never
+# uses is something the docs cannot support.
+FOREIGN_PRIOR = 0.9
+
+
+def foreign_terms(text: str, vocabulary: Collection[str], prior: WordPrior | None) -> list[str]:
+    """The words of ``text`` the site never uses (no term of them in the index's
+    ``vocabulary``) that are specific in the language at large (``prior``; see
+    :mod:`anchored_query.word_prior`): "NTLM", "QUIC", "Helm" in an answer about a
+    site that never names them. Code, numbers and CJK words are left to the other
+    checks; without a prior nothing is foreign."""
+    if prior is None:
+        return []
+    out = []
+    for term, value in term_priors(outside_code(text), prior).items():
+        if value < FOREIGN_PRIOR or term in vocabulary or _NUMERIC_TERM.match(term):
+            continue
+        if len(term) < 3 or _is_cjk_term(term) or term in _GENERIC:
+            continue
+        out.append(term)
+    return out
 
 
 def _qualified(text: str) -> dict[str, set[str]]:
