@@ -611,7 +611,19 @@ class Engine:
         # Semantic support by the index's own embedder (None for an uncalibrated model).
         model = loaded.index.manifest["model"]["name"]
         support = make_support(loaded.retriever.embedder, model, loaded.index)
-        verified = verify(shown, by_n, support=support)
+        # Words the site never uses, specific in the language at large ("NTLM" on a site
+        # that never names it), cannot be supported by any passage.
+        from anchored_query.evidence import WITH_PRIOR
+        from anchored_query.support import foreign_terms
+        from anchored_query.word_prior import word_prior
+
+        index = loaded.index
+        prior = word_prior(index.model_dir) if model in WITH_PRIOR else None
+
+        def foreign(text: str) -> list[str]:
+            return foreign_terms(text, index.bm25.vocab, prior)
+
+        verified = verify(shown, by_n, support=support, foreign=foreign)
         answer, citations = renumber(verified, by_n)
         abstained = verified.abstained
         if abstained:
