@@ -352,18 +352,18 @@ export function liveView(ctx) {
     node,
     sources(list) {
       for (const c of list) byN.set(c.n, c);
+      // The pages being read, each with how many of its passages (the chips will name sections).
+      const pages = groupByPage(list);
       read.replaceChildren(
         list.length
           ? el(
               'div',
               { class: 'anchored-sources anchored-sources--live' },
-              el('h3', { class: 'anchored-sources__title', text: 'Reading these passages' }),
+              el('h3', { class: 'anchored-sources__title', text: `Reading ${list.length} passage${list.length === 1 ? '' : 's'} from` }),
               el(
                 'ul',
-                { class: 'anchored-pages' },
-                groupByPage(list).map((g) =>
-                  el('li', { class: 'anchored-page' }, el('span', { class: 'anchored-page__title', text: g.title }), el('ul', {}, g.items.map((c) => el('li', { class: 'anchored-source', text: citationPath(c) })))),
-                ),
+                { class: 'anchored-live__pages' },
+                pages.map((g) => el('li', { class: 'anchored-live__page', title: g.items.map(citationPath).join('\n') }, g.title, g.items.length > 1 ? el('span', { class: 'anchored-live__count', text: ' ×' + g.items.length }) : null)),
               ),
             )
           : null,
