@@ -166,3 +166,17 @@ def test_a_question_with_no_chinese_word_to_gloss_keeps_bm25_on_its_latin_words(
     assert ranking.gloss == ""
     top = retriever.index.chunks[ranking[0].row]
     assert f"{top['page']}#{top['anchor']}" == "install/#extras"
+
+
+def test_unknown_words_are_counted_on_the_whole_dictionary_not_the_filtered_gloss(
+    index: Index,
+) -> None:
+    # The gloss keeps only the words the docs use: "quantum computing" -> "compute".
+    off_topic = "什么是量子计算？"
+    gloss = crosslingual.gloss(off_topic, bm25=index.bm25)
+    assert "quantum" not in gloss.split()
+    share = crosslingual.unknown_share(off_topic, index.bm25)
+    assert share is not None and share >= 0.5  # 量子 "quantum": the docs never say it
+    assert crosslingual.unknown_share("超时？", index.bm25) == 0.0
+    assert crosslingual.unknown_share("怎么开启 HTTP/2？", index.bm25) == 0.0
+    assert crosslingual.unknown_share("？", index.bm25) is None  # nothing to count

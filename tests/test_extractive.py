@@ -7,18 +7,20 @@ does, and answered by ``engine.answer_extractive``.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.evidence import gather_evidence
-from anchored_query.extractive import answer_extractively
+from anchored_query.extractive import Quote, _without_repeats, answer_extractively
 from anchored_query.prompt import estimate_tokens
-from anchored_query.quote import guess_language, section_units
+from anchored_query.quote import guess_language, render, section_units
 from anchored_query.retrieval import Retriever
 from anchored_query.spelling import edit_distance
 from anchored_query.types import Passage, Turn
+from anchored_query.word_prior import WordPrior, term_priors, word_prior
 
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import read_index
@@ -292,3 +294,115 @@ def test_edit_distance_counts_a_swap_of_neighbours_as_one() -> None:
     assert edit_distance("questoin", "question") == 1
     assert edit_distance("feild", "field") == 1
     assert edit_distance("kitten", "sitting") == 3
+
+
+MODEL_DIR = Path(__file__).resolve().parents[1] / "build_index/models/all-MiniLM-L6-v2"
+
+
+def test_the_word_prior_comes_from_the_embedders_vocabulary() -> None:
+    prior = word_prior(MODEL_DIR)
+    assert prior is word_prior(MODEL_DIR)  # read once
+    assert len(prior.ranks) > 10_000
+    # Common words weigh less than specific ones; words the vocabulary does not hold
+    # whole (identifiers, product names, typos) count fully.
+    assert prior.prior("want") < prior.prior("supported") < prior.prior("providers") < 1.0
+    assert prior.prior("ReadTimeout") == prior.prior("ollama") == 1.0
+    terms = term_priors("Which LLM providers are supported? (mkdocs.yml)", prior)
+    assert terms["provid"] == prior.prior("providers") and terms["support"] < 0.6
+    assert terms["llm"] == terms["mkdocs.yml"] == 1.0
+    assert term_priors("anything", None) == {}
+
+
+def test_a_unigram_vocabulary_gives_ranks_by_log_probability(tmp_path: Path) -> None:
+    vocab = [["<s>", 0.0], ["\u2581zzz", -9.0], ["\u2581the", -2.0], ["ing", -1.0]]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"model": {"type": "Unigram", "vocab": vocab}}), "utf-8")
+    assert WordPrior.from_tokenizer(path).ranks == {"the": 1, "zzz": 2}
+    path.write_text("not json", "utf-8")
+    assert WordPrior.from_tokenizer(path).ranks == {}
+
+
+def test_unknown_common_words_say_less_than_unknown_specific_ones(retriever: Retriever) -> None:
+    prior = word_prior(retriever.index.model_dir)
+
+    def unknown(text: str) -> float:
+        evidence = gather_evidence(
+            text,
+            {},
+            index=retriever.index,
+            question_vector=None,
+            similarity=None,
+            best_lexical=0.0,
+            best_cosine=None,
+            prior=prior,
+        )
+        return evidence.unknown
+
+    assert prior.prior("week") < prior.prior("bandwidth")
+    assert unknown("timeout every week") < unknown("timeout bandwidth")
+
+
+def test_a_quote_that_repeats_an_earlier_one_is_dropped(retriever: Retriever) -> None:
+    payload = ask(retriever, "How do I enable HTTP/2 in the client?")
+    passage = retriever.passages(
+        retriever.rank(["HTTP/2"]), token_budget=4000, max_passages=3, estimate_tokens=len
+    )[0]
+    code = "```bash\npip install httpx[http2]\n```"
+    first = Quote(passage, ["Install the optional dependencies first:", code])
+    same = Quote(passage, ["Install it with:", code])
+    more = Quote(passage, [code, "Then pass http2=True when you create the client."])
+    assert _without_repeats(same, [first]) is None  # only a lead-in would be left
+    kept = _without_repeats(more, [first])
+    assert kept is not None and kept.items == ["Then pass http2=True when you create the client."]
+    assert _without_repeats(first, []) is first
+    texts = [i["text"] for i in payload["answer"]]
+    assert len(texts) == len({" ".join(t.split()) for t in texts})  # no item shown twice
+
+
+def test_the_index_records_each_code_blocks_span_and_fence_language(
+    retriever: Retriever,
+) -> None:
+    section = retriever.index.sections["timeouts/#setting-and-disabling-timeouts"]
+    text, code = section["text"], section["meta"]["code"]
+    assert [language for _, _, language in code] == ["python", "python"]
+    start, end, _ = code[0]
+    assert text[start:end].startswith("# Using the top-level API:")
+    assert text[start:end].endswith("timeout=10.0)")
+
+
+def test_recorded_code_blocks_are_the_code_units_with_their_language() -> None:
+    line = "client = httpx.Client()  # a default 5s timeout"
+    text = f"Set it on the client:\n{line}\nkey: value, written in prose."
+    code = [[22, 22 + len(line), "python"]]
+    units = section_units(text, [{"type": "text", "offsets": (0, len(text))}], code)
+    assert [u.kind for u in units] == ["prose", "code", "prose"]
+    assert units[1].text == line and units[1].language == "python"
+    assert render(units)[1] == f"```python\n{line}\n```"
+    # An index without the field: the language is guessed from the lines.
+    guessed = section_units(text, [{"type": "text", "offsets": (0, len(text))}])
+    assert [u.kind for u in guessed][:2] == ["prose", "code"]
+
+
+def test_a_changelog_section_yields_to_the_reference_unless_a_version_is_asked(
+    tmp_path: Path, retriever: Retriever
+) -> None:
+    pages = [
+        _page(
+            "configuration/",
+            '<h1 id="configuration">Configuration</h1><h2 id="strict">strict</h2>'
+            "<p>Set strict to true to make the build fail on warnings.</p>"
+            "<p><strong>default</strong>: <code>false</code></p>",
+        ),
+        _page(
+            "changelog/",
+            '<h1 id="changelog">Changelog</h1><h2 id="version-150">Version 1.5.0 (2023-01-01)</h2>'
+            '<h3 id="fail-on-warnings">Make the build fail on warnings</h3>'
+            "<p>Set strict to true to make the build fail on warnings.</p>",
+        ),
+    ]
+    build(pages, tmp_path / "index", BuildConfig(cache_dir=tmp_path / "cache"))
+    index = read_index(tmp_path / "index")
+    small = Retriever(index, retriever.embedder)
+    payload = ask(small, "How do I make the build fail on warnings?")
+    assert not payload["abstained"]
+    assert first_url(payload) == "configuration/#strict"

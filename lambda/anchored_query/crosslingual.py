@@ -56,6 +56,7 @@ __all__ = [
     "index_is_cjk",
     "needs_gloss",
     "same_meaning",
+    "unknown_share",
 ]
 
 MAX_SENSES: Final = 3  # senses glossed per word
@@ -280,6 +281,37 @@ def gloss(
     if bm25 is not None:
         items = _choose(items, bm25)
     return " ".join(dict.fromkeys(w for senses in items for sense in senses for w in sense))
+
+
+def unknown_share(
+    question: str, bm25: BM25Index, dictionary_: Dictionary | None = None
+) -> float | None:
+    """The share of the question's words whose translation the docs never use.
+
+    The gloss keeps only the words the index uses, so an off-topic question
+    ("什么是量子计算？") glossed against it looks fully known ("compute"). This
+    counts on the unfiltered dictionary instead: each Chinese word of two or
+    more characters with a meaning (single characters are mostly function
+    words, whose first sense is noise: 被 "quilt") is known when the index uses
+    every content word of one of its senses; each ASCII word (``mkdocs.yml``)
+    when the index holds all its terms. None: nothing to count (no dictionary).
+    """
+    d = dictionary_ or dictionary()
+    if d is None:
+        return None
+    known = total = 0
+    for match in _HAN.finditer(question):
+        for word in d.segment(match.group()):
+            senses = d.senses_of(word) if len(word) > 1 else []
+            if senses:
+                total += 1
+                known += any(all(_used(w, bm25.vocab) for w in sense) for sense in senses)
+    for word in _ASCII_WORD.findall(_HAN.sub(" ", question)):
+        terms = [t for t in tokenize(word) if t not in STOPWORDS]
+        if terms:
+            total += 1
+            known += all(t in bm25.vocab for t in terms)
+    return 1.0 - known / total if total else None
 
 
 def _postings(words: list[str], bm25: BM25Index) -> npt.NDArray[np.int32]:

@@ -443,6 +443,7 @@ class Engine:
             hits.query_vector,
             loaded.index,
             mask=loaded.retriever.mask(request.scope, prepared.language.searched),
+            asked=request.question if hits.gloss else "",
         )
         prepared.timings["extractive"] = _ms(time.perf_counter() - t)
         if prepared.reason:
@@ -646,6 +647,7 @@ class Engine:
         question_vector: np.ndarray | None = None,
         index: Index | None = None,
         mask: np.ndarray | None = None,
+        asked: str = "",
     ) -> dict[str, Any]:
         return answer_extractive(
             request.question,
@@ -657,6 +659,7 @@ class Engine:
             index=index,
             history=request.history,
             mask=mask,
+            asked=asked,
         )
 
 
@@ -671,6 +674,7 @@ def answer_extractive(
     index: Index | None = None,
     history: Sequence[Turn] = (),
     mask: np.ndarray | None = None,
+    asked: str = "",
 ) -> dict[str, Any]:
     """The extractive answer to ``question`` as ``/v1/ask`` returns it (without ids, timings).
 
@@ -681,7 +685,8 @@ def answer_extractive(
     passage, whose ``highlight`` is exactly the quoted text. It refuses when
     the retrieval evidence says the docs are silent, and then cites the
     sections that come closest. ``mask``: the chunks in scope (the evidence is
-    gathered over them; retrieval's row mask).
+    gathered over them; retrieval's row mask). ``asked``: the question as the
+    reader wrote it when ``question`` is its English gloss.
     """
     result = answer_extractively(
         question,
@@ -693,6 +698,7 @@ def answer_extractive(
         similarity=similarity,
         history=history,
         mask=mask,
+        asked=asked,
     )
     by_n = {p.n: p for p in passages}
     if result.abstained or not result.quotes:

@@ -4,9 +4,12 @@
    each read whole from the index with its chunks' types
    (:func:`anchored_query.quote.section_units`: prose, code runs, table rows).
 2. **The best unit.** Each unit is scored by the question's terms it holds,
-   weighted by the index's own IDF (so the context words of a long,
-   conversational question count little and its rare, specific terms most;
-   a follow-up's earlier question counts half), the section's headings, the
+   weighted by the index's own IDF times a general-language prior from the
+   embedder's vocabulary (:mod:`anchored_query.word_prior`: so the context
+   words of a long, conversational question count little and its rare,
+   specific terms most, even when a common word such as "supported" happens
+   to be rare on the site; a follow-up's earlier question counts half), the
+   section's headings, the
    section's retrieval score and, with the index's embedder, the cosine
    between the question and the unit (the :data:`MAX_EMBEDDED` most promising
    units; a long question is compared by its sentence closest to the docs).
@@ -18,10 +21,15 @@
    while they add more relevance than they cost (:data:`_UNIT_COST`), up to
    :data:`MAX_QUOTE_CHARS`; a short section is quoted whole; a table row is
    shown with its header's names; an option's section brings its
-   ``default:`` line. A second section whose best unit is nearly as good is
-   quoted too. When no unit answers crisply, the quote is the best section's
-   opening. :func:`anchored_query.quote.render` makes the items (code as a
-   fenced block); each quote's citation highlights exactly the quoted text.
+   ``default:`` line. A section under a version heading (a changelog's, which
+   mentions a feature when it changed) counts :data:`_RELEASE_NOTE` of its
+   score unless the question names a version. A second section whose best
+   unit is nearly as good is quoted too, without the items the first quote
+   already shows (the same install block on two pages). When no unit answers
+   crisply, the quote is the best section's opening.
+   :func:`anchored_query.quote.render` makes the items (code as a fenced
+   block, with the language the index recorded for it); each quote's citation
+   highlights exactly the quoted text.
 4. **Abstention** (:mod:`anchored_query.evidence`): a logistic model over
    retrieval evidence that transfers across sites (best cosine, how far the
    best chunk stands out, how much of the question's IDF the best chunks hold,
@@ -43,6 +51,7 @@ import numpy.typing as npt
 
 from anchored_query.evidence import (
     THRESHOLDS,
+    WITH_PRIOR,
     Evidence,
     gather_evidence,
     probability_answerable,
@@ -50,6 +59,7 @@ from anchored_query.evidence import (
 from anchored_query.quote import Unit, render, section_units
 from anchored_query.spelling import corrected
 from anchored_query.types import Passage, Turn
+from anchored_query.word_prior import WordPrior, term_priors, word_prior
 from build_index.index_format import Index
 from build_index.tokenizer import tokenize
 
@@ -87,6 +97,12 @@ _CRISP = 0.35  # below this unit score, quote the best section's opening
 # Cosine of a question to an unrelated unit (0) and to one that answers it (1).
 SEMANTIC_SCALES: dict[str, tuple[float, float]] = {"all-MiniLM-L6-v2": (0.15, 0.65)}
 
+# A changelog's sections sit under version headings; they mention a feature when it
+# changed, the reference says how it works: unless the question names a version,
+# their units count this share.
+_RELEASE_NOTE = 0.7
+_VERSION_HEADING = re.compile(r"^(?:version|release|v)?\s*\d+(?:\.\d+)+\b", re.I)
+_VERSION = re.compile(r"\b\d+\.\d+\b")
 _DEFAULT_LINE = re.compile(r"^(?:\*\*)?(?:default|defaults to|默认值?)(?:\*\*)?\s*[:：=]", re.I)
 _ANAPHORA = re.compile(r"^(?:it|its|this|these|that|those|they|such|then)\b", re.I)
 
@@ -147,6 +163,7 @@ class _Section:
     units: list[Unit]
     heading_terms: frozenset[str]
     prior: float
+    release_note: bool = False  # under a version heading ("Version 1.6.0 (2024-04-20)")
 
 
 def answer_extractively(
@@ -161,6 +178,7 @@ def answer_extractively(
     history: Sequence[Turn] = (),
     min_confidence: float | None = None,
     mask: npt.NDArray[np.bool_] | None = None,
+    asked: str = "",
 ) -> ExtractiveResult:
     """Answer ``question`` with a quote of the passages (see the module docstring).
 
@@ -171,12 +189,16 @@ def answer_extractively(
     ``min_confidence`` overrides the model's calibrated threshold (0: never
     refuse while any section matches, for calibration). ``mask``: the chunks in
     scope, which the evidence is gathered over (retrieval's row mask; None: all).
+    ``asked``: the question as the reader wrote it, when ``question`` is its
+    English gloss (a Chinese question on English docs): the evidence counts its
+    unknown words on the whole dictionary, not on the gloss the docs filtered.
     """
     pool = [p for p in passages if not p.excluded]
     covered = _covered(pool)
     if not pool:
         return ExtractiveResult([], True, "No passages of the documentation match.", 0.0, covered)
-    weights = _weights(question, history, pool, index)
+    prior = word_prior(index.model_dir) if index is not None and model in WITH_PRIOR else None
+    weights = _weights(question, history, pool, index, prior)
     sections = _sections(pool, index)
     scored = [
         _Scored(u, i)
@@ -187,6 +209,7 @@ def answer_extractively(
     if not scored:
         return ExtractiveResult([], True, "No passages of the documentation match.", 0.0, covered)
     total = sum(weights.values()) or 1.0
+    asks_version = _VERSION.search(asked or question) is not None
     for c in scored:
         s = sections[c.section]
         terms = _terms(c.unit)
@@ -197,6 +220,8 @@ def answer_extractively(
         c.score = c.own + _W_HEADING * heading + _W_PRIOR * s.prior
         if _is_label(c.unit):
             c.score *= _LABEL  # "Python version", "Set language": a label, not an answer
+        if s.release_note and not asks_version:
+            c.score *= _RELEASE_NOTE
     scale = SEMANTIC_SCALES.get(model)
     focus: str | None = None
     if embedder is not None and index is not None:
@@ -218,6 +243,8 @@ def answer_extractively(
         best_cosine=max((c.cosine for c in scored if c.cosine is not None), default=None),
         focus=focus,
         mask=mask,
+        prior=prior,
+        asked=asked,
     )
     confidence = probability_answerable(evidence, model)
     earlier = [t.content for t in history if t.role == "user"][-1:]
@@ -239,6 +266,8 @@ def answer_extractively(
                 else evidence.cosine
             ),
             mask=mask,
+            prior=prior,
+            asked=asked,
         )
         if probability_answerable(follow, model) > confidence:
             evidence, confidence = follow, probability_answerable(follow, model)
@@ -264,7 +293,9 @@ def answer_extractively(
         others = [c for c in scored if c.section != best.section]
         runner = max(others, key=lambda c: c.score, default=None)
         if runner is not None and runner.score >= _SECOND * best.score:
-            quotes.append(_best_quote(runner, scored, sections))
+            second = _without_repeats(_best_quote(runner, scored, sections), quotes)
+            if second is not None:
+                quotes.append(second)
     return ExtractiveResult(
         quotes,
         False,
@@ -310,11 +341,17 @@ def _threshold(model: str) -> float:
 
 
 def _weights(
-    question: str, history: Sequence[Turn], pool: Sequence[Passage], index: Index | None
+    question: str,
+    history: Sequence[Turn],
+    pool: Sequence[Passage],
+    index: Index | None,
+    prior: WordPrior | None = None,
 ) -> dict[str, float]:
-    """Query terms -> weight: IDF over the index (or the passages), spelling corrected."""
+    """Query terms -> weight: IDF over the index (or the passages), spelling corrected,
+    times how specific the word is in the language at large (:mod:`.word_prior`)."""
     own = list(dict.fromkeys(tokenize(question)))
     earlier = [t.content for t in history if t.role == "user"][-1:]
+    general = term_priors(" ".join([*earlier, question]), prior)
     past = [t for q in earlier for t in dict.fromkeys(tokenize(q)) if t not in own]
     if index is not None:
         bm25 = index.bm25
@@ -336,9 +373,9 @@ def _weights(
             df = sum(term in d for d in docs)
             return math.log(1 + (len(docs) - df + 0.5) / (df + 0.5)) if df else 0.0
 
-    weights = {t: idf(t) for t in own}
+    weights = {t: idf(t) * general.get(t, 1.0) for t in own}
     for t in past:
-        weights.setdefault(t, _HISTORY_WEIGHT * idf(t))
+        weights.setdefault(t, _HISTORY_WEIGHT * idf(t) * general.get(t, 1.0))
     return {t: w for t, w in weights.items() if w > 0}
 
 
@@ -352,20 +389,24 @@ def _sections(pool: Sequence[Passage], index: Index | None) -> list[_Section]:
         if p.section_id in seen:
             continue
         seen.add(p.section_id)
-        text, chunks = _section_source(p, index)
-        units = section_units(text, chunks)
+        text, chunks, code = _section_source(p, index)
+        units = section_units(text, chunks, code)
         if not units:
             continue
         heading = frozenset(tokenize(" ".join([p.title, *p.heading_path])))
         prior = max(0.0, p.score / top) if p.score > 0 else 1.0 / (1 + len(out))
-        out.append(_Section(p, text, units, heading, prior))
+        release_note = any(_VERSION_HEADING.match(h) for h in p.heading_path[1:])
+        out.append(_Section(p, text, units, heading, prior, release_note))
         if len(out) >= MAX_SECTIONS:
             break
     return out
 
 
-def _section_source(p: Passage, index: Index | None) -> tuple[str, list[Mapping[str, Any]]]:
-    """The section's whole text and its chunks, from the index when there is one."""
+def _section_source(
+    p: Passage, index: Index | None
+) -> tuple[str, list[Mapping[str, Any]], list[Any] | None]:
+    """The section's whole text, its chunks and its code blocks (``meta.code``: None
+    for an index built before it was recorded), from the index when there is one."""
     if index is not None and p.chunk_ids:
         try:
             section = index.sections[p.section_id]
@@ -380,8 +421,10 @@ def _section_source(p: Passage, index: Index | None) -> tuple[str, list[Mapping[
             hi = row
             while hi + 1 < len(chunks) and chunks[hi + 1]["parent"] == p.section_id:
                 hi += 1
-            return str(section["text"]), [chunks[i] for i in range(lo, hi + 1)]
-    return p.text, _table_runs(p.text)
+            code = (section.get("meta") or {}).get("code")
+            rows: list[Mapping[str, Any]] = [chunks[i] for i in range(lo, hi + 1)]
+            return str(section["text"]), rows, code if isinstance(code, list) else None
+    return p.text, _table_runs(p.text), None
 
 
 def _table_runs(text: str) -> list[Mapping[str, Any]]:
@@ -532,6 +575,27 @@ def _quote(section: _Section, window: list[Unit]) -> Quote:
     end = max(u.end for u in window)
     highlight = " ".join(section.text[start:end].split())
     return Quote(replace(section.passage, highlight=highlight), render(window))
+
+
+def _without_repeats(quote: Quote, earlier: Sequence[Quote]) -> Quote | None:
+    """``quote`` without the items an earlier quote already shows (the same install
+    block on two pages); None when nothing is left but lead-ins and labels."""
+    shown = {_normal(item) for q in earlier for item in q.items}
+    items = [item for item in quote.items if _normal(item) not in shown]
+    if len(items) == len(quote.items):
+        return quote
+    if not any(item.startswith("```") or _answers(item) for item in items):
+        return None
+    return replace(quote, items=items)
+
+
+def _answers(item: str) -> bool:
+    """Not a lead-in ("Install it with:") nor a label ("Python version")."""
+    return _normal(item)[-1:] not in ":：" and len(item.split()) >= 4
+
+
+def _normal(item: str) -> str:
+    return " ".join(item.split()).casefold()
 
 
 def _covered(pool: Sequence[Passage]) -> list[int]:

@@ -42,6 +42,7 @@ class Unit:
     text: str
     header: str = ""  # a row's table header line
     index: int = 0  # position in the section
+    language: str = ""  # a code unit's fence language, as the index recorded it
     terms: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -94,8 +95,20 @@ def _code_evidence(line: str) -> int:
     return 1 if sum(ch in _SYMBOLS for ch in visible) / len(visible) > 0.25 else 0
 
 
-def section_units(text: str, chunks: Sequence[Mapping[str, Any]]) -> list[Unit]:
-    """The units of a section's ``text`` given its ``chunks`` (type, offsets, header)."""
+def section_units(
+    text: str,
+    chunks: Sequence[Mapping[str, Any]],
+    code: Sequence[Sequence[Any]] | None = None,
+) -> list[Unit]:
+    """The units of a section's ``text`` given its ``chunks`` (type, offsets, header).
+
+    ``code``: the section's code blocks as the index records them (``meta.code``:
+    ``[start, end, language]``); with it, exactly the lines of those blocks are code
+    (one unit per block, with its language); without it (an index built before the
+    field), code lines are recognised by their look (see the module docstring).
+    """
+    if code is not None:
+        return _units_from_blocks(text, chunks, code)
     kinds: list[tuple[int, int, str, str]] = sorted(
         (int(c["offsets"][0]), int(c["offsets"][1]), str(c["type"]), str(c.get("header") or ""))
         for c in chunks
@@ -139,6 +152,58 @@ def section_units(text: str, chunks: Sequence[Mapping[str, Any]]) -> list[Unit]:
     _bare_keys_open_code(units, text)
     for i, u in enumerate(units):
         u.index = i
+    return units
+
+
+def _units_from_blocks(
+    text: str, chunks: Sequence[Mapping[str, Any]], code: Sequence[Sequence[Any]]
+) -> list[Unit]:
+    """Units of a section whose code blocks are known: each block one code unit, the
+    rest as :func:`section_units` reads it without code (prose, table rows)."""
+    units: list[Unit] = []
+    pos = 0
+    for start, end, language in sorted((int(c[0]), int(c[1]), str(c[2])) for c in code):
+        if start < pos or end > len(text) or start >= end:
+            continue  # not a block of this text
+        units += _units_without_code(text, pos, start, chunks)
+        units.append(Unit("code", start, end, text[start:end], language=language))
+        pos = end
+    units += _units_without_code(text, pos, len(text), chunks)
+    for i, u in enumerate(units):
+        u.index = i
+    return units
+
+
+def _units_without_code(
+    text: str, lo: int, hi: int, chunks: Sequence[Mapping[str, Any]]
+) -> list[Unit]:
+    """The prose, rows and table headers of ``text[lo:hi]`` (offsets kept)."""
+    kinds = sorted(
+        (int(c["offsets"][0]), int(c["offsets"][1]), str(c.get("header") or ""))
+        for c in chunks
+        if c["type"] == "table"
+    )
+    units: list[Unit] = []
+    offset = lo
+    table_header, in_table = "", False
+    for line in text[lo:hi].split("\n"):
+        start, end = offset, offset + len(line)
+        offset = end + 1
+        if not line.strip():
+            continue
+        table = next((k for k in kinds if k[0] <= start < max(k[1], k[0] + 1)), None)
+        if table is None:
+            in_table = False
+            units.append(Unit("prose", start, end, line.strip()))
+            continue
+        if table[2]:
+            table_header = table[2]
+        elif not in_table or not table_header:
+            table_header, in_table = line.strip(), True
+            units.append(Unit("header", start, end, line.strip()))
+            continue
+        in_table = True
+        units.append(Unit("row", start, end, line.strip(), header=table_header))
     return units
 
 
@@ -215,7 +280,7 @@ def render(window: Sequence[Unit]) -> list[str]:
         if u.kind == "code":
             body = _dedent(u.text)
             fence = "````" if "```" in body else "```"
-            items.append(f"{fence}{guess_language(body)}\n{body}\n{fence}")
+            items.append(f"{fence}{u.language or guess_language(body)}\n{body}\n{fence}")
         elif u.kind == "row":
             items.append(_row_text(u))
         elif u.kind == "prose":

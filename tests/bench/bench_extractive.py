@@ -224,6 +224,7 @@ def after(
         question_vector=hits.query_vector,
         index=retriever.index,
         history=history_of(row),
+        asked=row["question"] if hits.gloss else "",
     )
 
 

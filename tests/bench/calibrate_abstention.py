@@ -101,6 +101,7 @@ def collect(work: Path, swapped: int, embedding_model: str = "") -> list[Sample]
                 similarity=hits.best_similarity,
                 history=history,
                 min_confidence=0.0,
+                asked=question if hits.gloss else "",
             )
             return result.evidence.vector() if result.evidence else [0.0] * len(FEATURES)
 
