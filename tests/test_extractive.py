@@ -287,6 +287,9 @@ def test_language_guess() -> None:
     assert guess_language("pip install httpx[http2]") == "bash"
     assert guess_language("client = httpx.Client(http2=True)") == "python"
     assert guess_language('{"qid": "q1"}') == "json"
+    code = "client = httpx.Client()  # a default 5s timeout\nclient = httpx.Client(timeout=None)"
+    assert guess_language(code) == "python"  # not TOML: a comment after a call
+    assert guess_language('name = "site"\n[theme]\nfont = "Inter"') == "toml"
 
 
 def test_edit_distance_counts_a_swap_of_neighbours_as_one() -> None:

@@ -257,7 +257,8 @@ def guess_language(code: str) -> str:
     py = sum(
         bool(
             re.match(r"\s*(?:>>> |\.\.\. |import |from \S+ import |def |class |async |await )", x)
-            or re.search(r"\w\(.*\)\s*$", x)
+            # a call, before any trailing comment ("x = f()  # why"): TOML has no calls
+            or re.search(r"\w\(.*\)\s*$", re.sub(r"\s+#.*$", "", x))
         )
         for x in lines
     )
