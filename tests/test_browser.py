@@ -224,7 +224,7 @@ def _e2e(base: str, project: Path, mode: str) -> None:
         ANCHORED_E2E_FEEDBACK=str(project / ".anchored" / "feedback"),
     )
     cmd = ["node", "--test", "--test-concurrency=1", "--test-reporter=tap", "e2e.test.js"]
-    code, out = _run(cmd, cwd=BROWSER, env=env, timeout=150)
+    code, out = _run(cmd, cwd=BROWSER, env=env, timeout=600)
     assert code == 0, f"e2e.test.js ({mode}) against {base} failed (exit {code}):\n{out}"
     passed = re.search(r"^# pass (\d+)$", out, re.M)
     assert passed and int(passed.group(1)) >= 6, f"e2e.test.js ({mode}) ran too few tests:\n{out}"
