@@ -394,7 +394,7 @@ def test_openai_stream_yields_pieces_then_the_completion(openai: FakeOpenAIServe
 
     openai.script(Reply("<think>hm</think>Port 8000 [1].\n\nMore [2].", usage=(50, 9)))
     client = OpenAICompatClient(openai.url, "sk-test-123456", "m", max_retries=0)
-    events = list(client.stream([ChatMessage("user", "port?")], max_tokens=64, timeout_s=5))
+    events = list(client.stream([ChatMessage("user", "port?")], max_tokens=64, timeout_s=30))
     *pieces, last = events
     assert "".join(pieces) == "<think>hm</think>Port 8000 [1].\n\nMore [2]."
     assert len(pieces) > 3  # arrived in pieces, not in one
@@ -417,7 +417,7 @@ def test_openai_stream_failures_are_llm_errors(openai: FakeOpenAIServer) -> None
     categories = []
     for _ in range(3):
         try:
-            completion = [e for e in client.stream(messages, timeout_s=5)][-1]
+            completion = [e for e in client.stream(messages, timeout_s=30)][-1]
             categories.append(completion.finish_reason)
         except LLMError as exc:
             categories.append(exc.category)
@@ -454,12 +454,48 @@ def test_the_spend_cap_reserves_and_settles_streams_also_abandoned(
         return sum(v[1]["tokens"] for v in counters._items.values())
 
     openai.script(Reply("Port 8000 [1].", usage=(40, 7)))
-    assert list(client.stream(messages, max_tokens=300, timeout_s=5))[-1].text == "Port 8000 [1]."
+    assert list(client.stream(messages, max_tokens=300, timeout_s=30))[-1].text == "Port 8000 [1]."
     assert spent() == 47  # the provider's figures replace the reservation
     openai.script(Reply("word " * 50, usage=(40, 50)))
-    stream = client.stream(messages, max_tokens=300, timeout_s=5)
+    stream = client.stream(messages, max_tokens=300, timeout_s=30)
     first = next(iter(stream))
     stream.close()  # type: ignore[attr-defined]
     # Abandoned: the input bound and the bytes received (+8), not the 300 reserved.
     bound = input_token_bound(messages)
     assert spent() == 47 + bound + len(first.encode()) + 8
+
+
+def test_bedrock_streams_through_converse_stream(
+    qa_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anchored_query.errors import LLMError
+    from anchored_query.llm import BedrockClient, ChatMessage, Completion
+    from fakes import FakeBedrockServer
+
+    for key, value in FakeBedrockServer.aws_env().items():
+        monkeypatch.setenv(key, value)
+    with FakeBedrockServer(default=Reply(two_paragraphs)) as srv:
+        client = BedrockClient("m", "us-east-1", endpoint_url=srv.url, max_retries=0)
+        srv.script(Reply("Port 8000 [1].\n\nMore [2].", usage=(30, 6)), Partial("a b c", 2))
+        *pieces, last = client.stream([ChatMessage("user", "port?")], timeout_s=30)
+        assert srv.last.path == "/model/m/converse-stream"
+        assert len(pieces) > 2 and "".join(pieces) == "Port 8000 [1].\n\nMore [2]."
+        assert last == Completion("Port 8000 [1].\n\nMore [2].", 30, 6, "stop")
+        with pytest.raises(LLMError) as failed:
+            list(client.stream([ChatMessage("user", "port?")], timeout_s=30))
+        assert failed.value.category == "connection"
+        settings = settings_for(
+            qa_index,
+            tmp_path,
+            None,
+            llm_provider="bedrock",
+            llm_model="anthropic.claude-test",
+            llm_base_url=srv.url,
+            llm_region="us-east-1",
+        )
+        with TestClient(create_app(settings)) as c:
+            buffered = c.post("/v1/ask", json={"question": QUESTION}).json()
+            events = streamed(c, {"question": QUESTION})
+    assert names(events)[:4] == ["stage:retrieving", "sources", "stage:generating", "sentence"]
+    assert comparable(events[-1][1]) == comparable(buffered)
+    assert buffered["mode"] == "llm" and len(buffered["answer"]) == 3

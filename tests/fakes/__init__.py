@@ -181,6 +181,7 @@ class StreamRate:
 
     first_token_s: float = 0.0
     tokens_per_s: float = 0.0
+    buffered: bool = False  # also wait that long before a reply sent whole (a model would)
 
 
 Behaviour = Reply | Sleep | Hang | Status | Malformed | Empty | Refuse | Disconnect | Partial

@@ -1,4 +1,7 @@
-"""A fake Amazon Bedrock Runtime: ``POST /model/{modelId}/converse`` (rest-json).
+"""A fake Amazon Bedrock Runtime: ``POST /model/{modelId}/converse`` (rest-json) and
+``/converse-stream`` (the reply as AWS event-stream messages, paced by the server's
+:class:`~fakes.StreamRate`: messageStart, contentBlockDelta per piece, contentBlockStop,
+messageStop, metadata).
 
 Point boto3 at ``srv.url`` (``endpoint_url``) with any credentials, e.g.
 ``monkeypatch.setenv`` each of :meth:`FakeBedrockServer.aws_env`; SigV4 is
@@ -9,26 +12,33 @@ broken one gets a ``ValidationException`` and is still recorded.
 
 from __future__ import annotations
 
+import binascii
+import contextlib
 import json
 import re
+import socket
+import struct
 import uuid
 from typing import Any, ClassVar
 from urllib.parse import unquote
 
 from . import (
     Behaviour,
+    ChunkedWriter,
     Empty,
     FakeServer,
     Malformed,
+    Partial,
     RecordedRequest,
     Refuse,
     Reply,
     Status,
     _Handler,
     json_body,
+    stream_pieces,
 )
 
-_CONVERSE_PATH = re.compile(r"^/model/(?P<model>[^/]+)/converse$")
+_CONVERSE_PATH = re.compile(r"^/model/(?P<model>[^/]+)/converse(?P<stream>-stream)?$")
 _SIGV4_KEY_ID = re.compile(r"Credential=([^/,\s]+)/")
 _INFERENCE_KEYS = {"maxTokens", "temperature", "topP", "stopSequences"}
 _ERROR_TYPES = {
@@ -149,7 +159,14 @@ class FakeBedrockServer(FakeServer):
     def respond(self, handler: _Handler, request: RecordedRequest, behaviour: Behaviour) -> None:
         """Write the Converse response for ``behaviour``."""
         headers = {"x-amzn-RequestId": str(uuid.uuid4())}
-        if isinstance(behaviour, Status):
+        route = _CONVERSE_PATH.match(request.path)
+        if route and route.group("stream") and isinstance(behaviour, Reply | Partial):
+            self._stream(handler, request, behaviour, headers)
+        elif isinstance(behaviour, Partial):
+            handler.close_connection = True
+            with contextlib.suppress(OSError):
+                handler.connection.shutdown(socket.SHUT_RDWR)
+        elif isinstance(behaviour, Status):
             error_type = behaviour.error_type or _ERROR_TYPES.get(
                 behaviour.code, "InternalServerException"
             )
@@ -179,6 +196,72 @@ class FakeBedrockServer(FakeServer):
             handler.send_body(200, _dump(body), headers)
         else:  # pragma: no cover - Sleep and Disconnect are handled by the base
             raise TypeError(f"unexpected behaviour {behaviour!r}")
+
+    def _stream(
+        self,
+        handler: _Handler,
+        request: RecordedRequest,
+        behaviour: Reply | Partial,
+        headers: dict[str, str],
+    ) -> None:
+        handler.send_response(200)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        out = ChunkedWriter(self, handler, request)
+        if not out.write(event_message("messageStart", {"role": "assistant"})):
+            return
+        pieces = stream_pieces(behaviour.render(request))
+        if isinstance(behaviour, Partial):
+            pieces = pieces[: behaviour.tokens]
+        for piece in pieces:
+            delta = {"contentBlockIndex": 0, "delta": {"text": piece}}
+            if not out.pace() or not out.write(event_message("contentBlockDelta", delta)):
+                return
+        if isinstance(behaviour, Partial):
+            if behaviour.then == "hang":
+                self._wait(handler, request, float("inf"))
+            handler.close_connection = True
+            with contextlib.suppress(OSError):
+                handler.connection.shutdown(socket.SHUT_RDWR)
+            return
+        stop = _STOP_REASONS.get(behaviour.finish_reason, behaviour.finish_reason)
+        inputs, outputs = behaviour.usage or (len(request.prompt.split()), len(pieces))
+        for name, payload in (
+            ("contentBlockStop", {"contentBlockIndex": 0}),
+            ("messageStop", {"stopReason": stop}),
+            (
+                "metadata",
+                {
+                    "usage": {
+                        "inputTokens": inputs,
+                        "outputTokens": outputs,
+                        "totalTokens": inputs + outputs,
+                    },
+                    "metrics": {"latencyMs": 1},
+                },
+            ),
+        ):
+            if not out.write(event_message(name, payload)):
+                return
+        out.end()
+
+
+def event_message(event_type: str, payload: dict[str, Any]) -> bytes:
+    """One AWS event-stream message: prelude (total and headers length, CRC32), string
+    headers (``:event-type``, ``:content-type``, ``:message-type``), JSON payload, CRC32."""
+    fields = {":event-type": event_type, ":content-type": "application/json"}
+    fields[":message-type"] = "event"
+    header_bytes = b"".join(
+        bytes([len(k)]) + k.encode() + b"\x07" + struct.pack(">H", len(v)) + v.encode()
+        for k, v in fields.items()
+    )
+    body = json.dumps(payload).encode()
+    prelude = struct.pack(">II", 12 + len(header_bytes) + len(body) + 4, len(header_bytes))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + header_bytes + body
+    return message + struct.pack(">I", binascii.crc32(message))
 
 
 # Reply.finish_reason (OpenAI words) as Converse stopReason.

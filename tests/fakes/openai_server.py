@@ -132,9 +132,15 @@ class FakeOpenAIServer(FakeServer):
             body["choices"][0]["message"]["refusal"] = behaviour.text
             handler.send_body(200, _dump(body))
         elif isinstance(behaviour, Reply):
-            body = self._completion(
-                request, behaviour.render(request), finish_reason=behaviour.finish_reason
-            )
+            # A model takes as long to write a reply it sends whole (the server's rate).
+            text = behaviour.render(request)
+            rate = self.rate
+            if rate.buffered and (rate.first_token_s or rate.tokens_per_s):
+                pieces = len(stream_pieces(text))
+                writing = pieces / rate.tokens_per_s if rate.tokens_per_s else 0.0
+                if not self._wait(handler, request, rate.first_token_s + writing):
+                    return
+            body = self._completion(request, text, finish_reason=behaviour.finish_reason)
             if behaviour.usage is not None:
                 prompt_tokens, completion_tokens = behaviour.usage
                 body["usage"] = {

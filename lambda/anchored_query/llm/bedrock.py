@@ -1,4 +1,5 @@
-"""Client for Amazon Bedrock's Converse API (``POST /model/{modelId}/converse``).
+"""Client for Amazon Bedrock's Converse API (``POST /model/{modelId}/converse``, and
+``/converse-stream`` for :meth:`BedrockClient.stream`).
 
 Credentials come from the usual AWS chain (the function's IAM role on Lambda).
 botocore signs, times out and retries (``standard`` mode); this module only
@@ -11,13 +12,15 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 
 import boto3
 import botocore.loaders
 import botocore.session
+import urllib3.exceptions
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -40,6 +43,7 @@ from anchored_query.errors import LLMError, LLMErrorCategory, redact
 from anchored_query.llm.base import (
     ChatMessage,
     Completion,
+    StreamEvent,
     UnclosedReasoning,
     check_request,
     check_timeout,
@@ -56,6 +60,7 @@ _CODE_CATEGORIES: dict[str, LLMErrorCategory] = {
     "InternalServerException": "http_5xx",
     "ServiceUnavailableException": "http_5xx",
     "ModelErrorException": "model_error",
+    "ModelStreamErrorException": "model_error",
     "ModelTimeoutException": "timeout",
     "ValidationException": "bad_request",
     "ResourceNotFoundException": "bad_request",
@@ -214,6 +219,77 @@ class BedrockClient:
             raise self._error("unexpected", str(exc), exc) from None
         return self._text(response)
 
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The reply as it is written (ConverseStream: botocore reads the AWS event-stream
+        framing), then its Completion. botocore bounds each read by the client's read
+        timeout (``timeout_s`` rounded down to a step) and the time is checked between
+        events, so a stream stops within about ``timeout_s`` plus one read."""
+        check_request(messages, max_tokens, temperature)
+        per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        request: dict[str, Any] = {
+            "modelId": self.model_id,
+            "messages": converse_messages(messages),
+            "inferenceConfig": {"maxTokens": max_tokens, "temperature": float(temperature)},
+        }
+        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+        if system.strip():
+            request["system"] = [{"text": system}]
+        deadline = time.monotonic() + per_attempt_s
+        parts: list[str] = []
+        stop: Any = None
+        usage: Any = None
+        try:
+            events = self._client(per_attempt_s).converse_stream(**request)["stream"]
+            try:
+                for event in events:
+                    if time.monotonic() > deadline:
+                        raise LLMError(
+                            "timeout",
+                            f"reply not complete within {per_attempt_s:g}s",
+                            provider=self.name,
+                        )
+                    delta = event.get("contentBlockDelta", {}).get("delta", {})
+                    if isinstance(delta.get("text"), str) and delta["text"]:
+                        parts.append(delta["text"])
+                        yield delta["text"]
+                    stop = event.get("messageStop", {}).get("stopReason", stop)
+                    usage = event.get("metadata", {}).get("usage", usage)
+            finally:
+                events.close()  # an abandoned stream closes the connection
+        except ClientError as exc:  # an exception event mid-stream too (EventStreamError)
+            raise self._client_error(exc) from None
+        except (ReadTimeoutError, ConnectTimeoutError) as exc:
+            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
+        except (EndpointConnectionError, ConnectionClosedError, BotoConnectionError) as exc:
+            raise self._error("connection", str(exc), exc) from None
+        except HTTPClientError as exc:
+            raise self._error("connection", str(exc), exc) from None
+        except (NoCredentialsError, PartialCredentialsError, NoRegionError) as exc:
+            raise self._error("auth", str(exc), exc) from None
+        except ResponseParserError as exc:
+            raise self._error("malformed", "response is not the event stream", exc) from None
+        except urllib3.exceptions.ReadTimeoutError as exc:  # reading the stream's body
+            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
+        except urllib3.exceptions.HTTPError as exc:  # the connection dropped mid-stream
+            raise self._error("connection", str(exc), exc) from None
+        except BotoCoreError as exc:
+            raise self._error("unexpected", str(exc), exc) from None
+        if stop is None:
+            raise LLMError(
+                "connection", "the stream ended before the reply was complete", provider=self.name
+            )
+        content = [{"text": "".join(parts)}] if parts else []
+        yield self._text(
+            {"output": {"message": {"content": content}}, "stopReason": stop, "usage": usage}
+        )
+
     def _error(self, category: LLMErrorCategory, detail: str, exc: Exception) -> LLMError:
         detail = redact(f"{type(exc).__name__}: {detail}", *self._secrets())
         return LLMError(category, detail, provider=self.name)
@@ -224,7 +300,8 @@ class BedrockClient:
         code = str(error.get("Code", ""))
         status = meta.get("HTTPStatusCode")
         status = status if isinstance(status, int) else None
-        category = _CODE_CATEGORIES.get(code)
+        # A stream's exception events name the code in lower camel case (throttlingException).
+        category = _CODE_CATEGORIES.get(code) or _CODE_CATEGORIES.get(code[:1].upper() + code[1:])
         if category is None:
             if status == 429:
                 category = "rate_limited"
