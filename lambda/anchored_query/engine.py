@@ -385,6 +385,7 @@ class Engine:
                 request.question,
                 request.scope,
                 lambda ranked: _extractive_passages(loaded.retriever, ranked),
+                request.history,
             ),
         )
         if use_llm:

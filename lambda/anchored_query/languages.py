@@ -37,7 +37,7 @@ from anchored_query import crosslingual
 from anchored_query.evidence import THRESHOLDS, probability_answerable
 from anchored_query.extractive import answer_extractively
 from anchored_query.retrieval import Ranking, Retriever, Scope
-from anchored_query.types import Passage
+from anchored_query.types import Passage, Turn
 
 __all__ = [
     "LanguageChoice",
@@ -143,9 +143,11 @@ def extractive_decider(
     question: str,
     scope: Scope,
     passages_for: Callable[[Ranking], list[Passage]],
+    history: Sequence[Turn] = (),
 ) -> Decide:
     """``answers``: the extractive answerer does not refuse on these hits, its evidence
-    gathered over the chunks searched (the same decision as its refusal).
+    gathered over the chunks searched (the same decision as its refusal; ``history``
+    resolves a follow-up as there).
 
     For a CJK question (not glossed) with an embedder that does not place it near
     its own English gloss (all-MiniLM-L6-v2 is English-only: it finds any Chinese
@@ -176,6 +178,7 @@ def extractive_decider(
             question_vector=hits.query_vector,
             similarity=hits.best_similarity,
             mask=retriever.mask(scope, langs),
+            history=history,
         )
         if result.evidence is not None and dense_is_noise(text):
             return probability_answerable(result.evidence, "") >= THRESHOLDS[""]

@@ -131,7 +131,7 @@ test('"Include other languages" is reached and ticked by keyboard and sends othe
   await page.keyboard.press('Space');
   assert.equal(await page.locator('.anchored-lang__box').isChecked(), true);
   await page.focus('.anchored-input');
-  const { body } = await askLive(page, 'What is the default port?');
+  const { body } = await askLive(page, 'Which port does the service listen on?');
   assert.equal(body.lang, 'zh');
   assert.equal(body.other_languages, true);
   await page.context().close();
@@ -140,7 +140,7 @@ test('"Include other languages" is reached and ticked by keyboard and sends othe
 test('English page: the request names en and cites English pages', { skip }, async () => {
   const page = await livePage();
   await open(page, 'configuration/');
-  const { body, reply } = await askLive(page, 'What is the default port?');
+  const { body, reply } = await askLive(page, 'Which port does the service listen on?');
   assert.equal(body.lang, 'en');
   assert.equal(reply.other_language, false);
   const paths = await sourcePaths(page);
