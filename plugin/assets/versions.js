@@ -61,8 +61,8 @@ export async function detectVersion(cfg, root, { fetchImpl = fetch, timeout = 10
  * request names; `adopt(reply)` points a reply's citations into the version it came from.
  */
 export function versionControl(cfg, root, uid, detect = detectVersion) {
-  const select = el('select', { class: 'anchored-scope__select anchored-version__select', id: uid + '-version' });
-  const element = el('label', { class: 'anchored-scope anchored-version', for: uid + '-version' }, 'Version ', select);
+  const select = el('select', { class: 'anchored-version__select', id: uid + '-version' });
+  const element = el('label', { class: 'anchored-version', for: uid + '-version' }, 'Version ', select);
   element.hidden = true;
   let info = clean(cfg.version) ? { current: cfg.version, latest: '', versions: [] } : null;
   const ready = Promise.resolve(detect(cfg, root))
