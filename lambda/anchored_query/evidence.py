@@ -15,8 +15,9 @@ repeating the question's words:
 - ``unknown``: the share of the question's terms the index has never seen
   (a misspelling the index's spelling corrects counts as seen; CJK terms and
   words that stem to a stopword, "whats", not counted), each weighted by how
-  specific its word is in the language at large (:mod:`.word_prior`: an
-  unknown "bandwidth" says more than an unknown "week"); of a long question,
+  specific its word is in the language at large when a ``prior`` is given
+  (:mod:`.word_prior`: an unknown "bandwidth" says more than an unknown
+  "week"; the calibrated models are fitted without it); of a long question,
   only the terms of its sentence closest to the docs (``focus``), since its
   other sentences are context the docs need not use; of a Chinese question
   answered through its English gloss, the share of its words whose
@@ -74,11 +75,13 @@ THRESHOLDS: dict[str, float] = {
     "multilingual-e5-small": 0.4053,
     "": 0.5,
 }
-# Models whose evidence weighs terms by the word prior (word_prior.py). MiniLM's
-# coefficients above were fitted before it; on the realdocs dev questions with
-# the prior they still refuse every unanswerable one (benchmarks.md). A refit on
-# those questions alone fitted them better but refused answerable questions of
-# a small site (tests/test_extractive.py), so it was not adopted. e5 gets none.
+# Models whose question terms the extractive answerer (and the LLM answer's
+# checks) may weigh by the word prior (word_prior.py). The refusal evidence is
+# gathered without it (extractive._PRIOR_IN_EVIDENCE): the coefficients above
+# were fitted on IDF weights alone, and a refit with the prior on the realdocs
+# dev questions only refused answerable questions of a small site
+# (tests/test_extractive.py), so it was not adopted; a refit on every corpus is
+# still to do.
 WITH_PRIOR: frozenset[str] = frozenset({"all-MiniLM-L6-v2"})
 _TOP = 20
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")

@@ -101,6 +101,9 @@ SEMANTIC_SCALES: dict[str, tuple[float, float]] = {"all-MiniLM-L6-v2": (0.15, 0.
 # changed, the reference says how it works: unless the question names a version,
 # their units count this share.
 _RELEASE_NOTE = 0.7
+# The word prior weighs what to quote; the refusal evidence keeps the IDF weights
+# its model was calibrated on (evidence.WITH_PRIOR).
+_PRIOR_IN_EVIDENCE = False
 _VERSION_HEADING = re.compile(r"^(?:version|release|v)?\s*\d+(?:\.\d+)+\b", re.I)
 _VERSION = re.compile(r"\b\d+\.\d+\b")
 _DEFAULT_LINE = re.compile(r"^(?:\*\*)?(?:default|defaults to|默认值?)(?:\*\*)?\s*[:：=]", re.I)
@@ -233,17 +236,24 @@ def answer_extractively(
         unit_vectors = _add_semantic(question, scored, sections, embedder, question_vector, scale)
     best = max(scored, key=lambda c: c.score)
 
+    # The refusal model was calibrated on IDF weights alone: its evidence is
+    # gathered so (the prior only chooses what to quote) unless _PRIOR_IN_EVIDENCE.
+    in_evidence = prior if _PRIOR_IN_EVIDENCE else None
+    plain = weights if in_evidence is prior else _weights(question, history, pool, index)
+    plain_total = sum(plain.values()) or 1.0
     evidence = gather_evidence(
         question,
-        weights,
+        plain,
         index=index,
         question_vector=question_vector,
         similarity=similarity,
-        best_lexical=max(c.lexical for c in scored),
+        best_lexical=max(
+            sum(w for t, w in plain.items() if t in _terms(c.unit)) / plain_total for c in scored
+        ),
         best_cosine=max((c.cosine for c in scored if c.cosine is not None), default=None),
         focus=focus,
         mask=mask,
-        prior=prior,
+        prior=in_evidence,
         asked=asked,
     )
     confidence = probability_answerable(evidence, model)
@@ -254,7 +264,7 @@ def answer_extractively(
         combined_vector = embedder.embed_query(combined)
         follow = gather_evidence(
             combined,
-            weights,
+            plain,
             index=index,
             question_vector=combined_vector,
             similarity=None,
@@ -266,7 +276,7 @@ def answer_extractively(
                 else evidence.cosine
             ),
             mask=mask,
-            prior=prior,
+            prior=in_evidence,
             asked=asked,
         )
         if probability_answerable(follow, model) > confidence:
