@@ -163,6 +163,8 @@ export async function postJSON(url, body, { signal, timeout = 30000, onEvent = n
       parser.push(decoder.decode(chunk.value || new Uint8Array(), { stream: !chunk.done }));
       if (chunk.done) parser.end();
       for (const [name, raw] of events.splice(0)) {
+        // Cancelled while the rest of the reply was already here: nothing more is shown.
+        if (ctl.signal.aborted) throw failure();
         let event;
         try {
           event = JSON.parse(raw);
