@@ -230,12 +230,30 @@ def _e2e(base: str, project: Path, mode: str) -> None:
     assert passed and int(passed.group(1)) >= 6, f"e2e.test.js ({mode}) ran too few tests:\n{out}"
 
 
+# streaming.test.js builds its own sites and servers: a test of its own, with its own time.
+STREAMING = "streaming.test.js"
+
+
 def test_widget_suite_against_the_harness(node_modules: None) -> None:
-    """tests/browser/run.sh: widget, highlight, search, look and budget tests (4-6 minutes)."""
+    """tests/browser/run.sh: widget, highlight, search, look, budget and the other harness
+    tests (4-8 minutes); every *.test.js but the streaming one."""
     env = _node_env()
     env["PYTHON"] = sys.executable
-    code, out = _run(["bash", str(BROWSER / "run.sh")], cwd=BROWSER, env=env, timeout=600)
+    files = sorted(p.name for p in BROWSER.glob("*.test.js") if p.name != STREAMING)
+    code, out = _run(["bash", str(BROWSER / "run.sh"), *files], cwd=BROWSER, env=env, timeout=900)
     assert code == 0, f"tests/browser/run.sh failed (exit {code}):\n{out}"
+
+
+def test_streaming_suite(node_modules: None) -> None:
+    """tests/browser/streaming.test.js: the ask box on the real app's event stream (it
+    builds two qa-site copies and runs anchored serve with a streaming fake LLM)."""
+    env = _node_env()
+    env["PYTHON"] = sys.executable
+    cmd = ["bash", str(BROWSER / "run.sh"), STREAMING]
+    code, out = _run(cmd, cwd=BROWSER, env=env, timeout=1800)
+    assert code == 0, f"tests/browser/run.sh {STREAMING} failed (exit {code}):\n{out}"
+    passed = re.search(r"^# pass (\d+)$", out, re.M)
+    assert passed and int(passed.group(1)) >= 10, f"{STREAMING} ran too few tests:\n{out}"
 
 
 def test_e2e_extractive(node_modules: None, tmp_path: Path) -> None:

@@ -89,7 +89,7 @@ test('scope control: this section sends include, whole site sends no scope, home
   await open(page, '');
   await page.click('.anchored-open');
   await page.waitForSelector('dialog.anchored-dialog[open]');
-  assert.ok(await page.locator('.anchored-scope').isHidden(), 'no section on the home page');
+  assert.ok(await page.locator('.anchored-scope', { has: page.locator('.anchored-scope__select') }).isHidden(), 'no section on the home page');
   await page.context().close();
 });
 
