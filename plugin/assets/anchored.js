@@ -2,7 +2,9 @@
 // plugin injected, highlights a cited passage named in the URL, and adds the Ask button.
 // The dialog module is loaded on first use.
 import { icon } from './dom.js';
-import { clearHighlight, highlight, reveal } from './highlight.js';
+// highlight.js loads only when a passage is to be marked: most page views mark none.
+let marker = null;
+const loadMarker = () => (marker ||= import('./highlight.js'));
 import { decodeSpec, pagePath, readParam, specFor, stripParam } from './text.js';
 
 const DEFAULTS = {
@@ -50,7 +52,7 @@ function hidePill() {
 }
 
 function clear() {
-  clearHighlight();
+  if (marker) marker.then((m) => m.clearHighlight(), () => {});
   hidePill();
 }
 
@@ -82,7 +84,8 @@ function showPill(found) {
   document.body.append(pill);
 }
 
-function showPassage(spec, anchor, smooth) {
+async function showPassage(spec, anchor, smooth) {
+  const { highlight, reveal } = await loadMarker();
   const marks = highlight(spec, anchor);
   showPill(marks.length > 0); // first, so the passage can be placed clear of it
   if (marks.length) {
@@ -102,15 +105,16 @@ function anchorOf(hash) {
 }
 
 /** Highlight what `?anchored-hl=` names, then drop the parameter from the address bar. */
-function highlightFromLocation() {
+async function highlightFromLocation() {
   const raw = readParam(location.search);
   if (raw == null) return;
   history.replaceState(history.state, '', location.pathname + stripParam(location.search) + location.hash);
   const spec = decodeSpec(raw);
   if (!spec) return;
-  const marks = showPassage(spec, anchorOf(location.hash), false);
+  const marks = await showPassage(spec, anchorOf(location.hash), false);
   // Images and fonts still loading can move the passage: re-centre once when the page settles.
   if (marks.length && document.readyState !== 'complete') {
+    const { reveal } = await loadMarker();
     addEventListener('load', () => marks[0].isConnected && reveal(marks, false, pill), { once: true });
   }
 }

@@ -24,15 +24,17 @@ function eager() {
   return [...seen];
 }
 
-test('a page loads at most 16 KB gzipped before the dialog opens; everything is at most 30 KB', (t) => {
+// Everything: 30 KB until streaming, cited spans, versions and languages (2026-12-01) took it
+// to about 37 KB; all of that loads only when the dialog opens or a passage is marked.
+test('a page loads at most 16 KB gzipped before the dialog opens; everything is at most 40 KB', (t) => {
   const first = eager();
   const firstGz = first.reduce((n, f) => n + gz(f), 0);
   const allGz = FILES.reduce((n, f) => n + gz(f), 0);
   t.diagnostic(`on every page: ${first.join(', ')} = ${firstGz} bytes gzipped; all ${FILES.length} files: ${allGz} bytes gzipped`);
   assert.ok(FILES.includes('anchored.js') && FILES.includes('anchored.css'));
-  assert.ok(!first.includes('dialog.js') && !first.includes('markdown.js'), `loaded eagerly: ${first}`);
+  assert.ok(!['dialog.js', 'markdown.js', 'highlight.js'].some((f) => first.includes(f)), `loaded eagerly: ${first}`);
   assert.ok(firstGz <= 16 * 1024, `${firstGz} bytes gzipped on every page`);
-  assert.ok(allGz <= 30 * 1024, `${allGz} bytes gzipped in all`);
+  assert.ok(allGz <= 40 * 1024, `${allGz} bytes gzipped in all`);
 });
 
 test('no HTML parsing of data and no code from strings anywhere in the widget', () => {
