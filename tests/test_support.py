@@ -236,6 +236,10 @@ def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
     assert foreign_terms("Use the `NetRCAuth` class.", vocabulary, prior) == []
     # no prior (an uncalibrated embedding model): nothing is foreign
     assert foreign_terms(text, vocabulary, None) == []
+    # a word wrapped in HTML tags is judged as the word, not as an identifier
+    tagged = WordPrior({**prior.ranks, "bold": 900})
+    assert foreign_terms("Use <b>bold</b> with the class.", vocabulary, tagged) == []
+    assert foreign_terms("Use <b>NTLM</b> with the class.", vocabulary, tagged) == ["ntlm"]
     # a sentence naming it is not supported by any passage, whatever it cites
     page = _page("Use the NetRCAuth class to configure HTTPX with .netrc authentication.")
     checked = verify(

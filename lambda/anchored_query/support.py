@@ -301,6 +301,8 @@ def qualifier_conflicts(text: str, passages: Sequence[Passage]) -> list[str]:
 # embedder's vocabulary does not hold whole, a name or identifier) that the site never
 # uses is something the docs cannot support.
 FOREIGN_PRIOR = 0.9
+# An HTML-like tag is markup, not a word: `<b>bold</b>` is judged as "bold".
+_TAG = re.compile(r"</?[A-Za-z][\w-]*\s*/?>")
 
 
 def foreign_terms(text: str, vocabulary: Collection[str], prior: WordPrior | None) -> list[str]:
@@ -312,7 +314,7 @@ def foreign_terms(text: str, vocabulary: Collection[str], prior: WordPrior | Non
     if prior is None:
         return []
     out = []
-    for term, value in term_priors(outside_code(text), prior).items():
+    for term, value in term_priors(_TAG.sub(" ", outside_code(text)), prior).items():
         if value < FOREIGN_PRIOR or term in vocabulary or _NUMERIC_TERM.match(term):
             continue
         if len(term) < 3 or _is_cjk_term(term) or term in _GENERIC:
