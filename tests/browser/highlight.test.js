@@ -214,8 +214,9 @@ test('a passage inside a collapsed details block is opened and highlighted', asy
   await open(page, OTHER);
   await ask(page, 'Where is the cache? extractive');
   await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: '1' }).first().click()]);
-  assert.ok(await page.$eval('mark.anchored-hl', (m) => m.closest('details').open));
+  // highlight.js loads lazily after the navigation: wait for the mark before reading it.
   await assertHighlighted(page, c.highlight, 'details');
+  assert.ok(await page.$eval('mark.anchored-hl', (m) => m.closest('details').open));
   await page.context().close();
 });
 
