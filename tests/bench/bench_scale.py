@@ -282,8 +282,11 @@ def embed_vs_raw(index: Path, n: int, rounds: int = 2) -> dict[str, float]:
 # ---------------------------------------------------------------------- query function
 
 FUNCTION = """
-import json, resource, sys, time
+import json, sys, time
 t0 = time.perf_counter()
+def hwm_kb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 import psutil
 from starlette.testclient import TestClient
 from anchored_query.app import create_app
@@ -302,7 +305,9 @@ print(json.dumps({
     "first_at": first_at,
     "rss_first_mb": rss_first / 2**20,
     "rss_mb": psutil.Process().memory_info().rss / 2**20,
-    "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    # VmHWM, not ru_maxrss: Linux carries the forking parent's high-water mark across exec
+    # into ru_maxrss (this benchmark's own process holds an embedder by now).
+    "peak_mb": hwm_kb() / 1024,
 }))
 """
 
@@ -343,6 +348,7 @@ def main() -> None:
     p.add_argument("--work", default=None, help=f"default: {DEFAULT_WORK}-<chunks>")
     p.add_argument("--raw-sample", type=int, default=1000, help="texts for embedder vs raw")
     p.add_argument("--asks", type=int, default=20, help="asks after the first answer")
+    p.add_argument("--rounds", type=int, default=3, help="unchanged/plain build pairs")
     p.add_argument(
         "--cache-from",
         type=Path,
@@ -370,8 +376,17 @@ def main() -> None:
     cold = mkdocs_build(project, "mkdocs.yml", "cold")
     print(f"cold build: {cold['wall_s']:.0f} s, {cold['peak_mb']:.0f} MB", flush=True)
     index = project / ".anchored" / "index"
-    unchanged = mkdocs_build(project, "mkdocs.yml", "unchanged")
-    plain2 = mkdocs_build(project, "mkdocs-plain.yml", "plain2")
+    # One unchanged build against one plain build is noise on a shared machine (+31% and
+    # -3% on the same 2k-chunk site, minutes apart): alternate them, keep each one's best.
+    rounds = [
+        (
+            mkdocs_build(project, "mkdocs.yml", f"unchanged{i}"),
+            mkdocs_build(project, "mkdocs-plain.yml", f"plain{i}"),
+        )
+        for i in range(1, args.rounds + 1)
+    ]
+    unchanged = min((u for u, _ in rounds), key=lambda r: r["cpu_s"])
+    plain2 = min((p for _, p in rounds), key=lambda r: r["cpu_s"])
     change_one_page(project)
     changed = mkdocs_build(project, "mkdocs.yml", "one-page")
     print("rebuilds done; embedder vs raw ...", flush=True)
@@ -423,7 +438,7 @@ def main() -> None:
     over = (unchanged["wall_s"] - plain2["wall_s"]) / plain2["wall_s"]
     over_cpu = (unchanged["cpu_s"] - plain2["cpu_s"]) / plain2["cpu_s"]
     print(
-        f"| unchanged rebuild, wall (CPU) "
+        f"| unchanged rebuild, wall (CPU), best of {args.rounds} alternating "
         f"| {unchanged['wall_s']:.1f} s ({unchanged['cpu_s']:.1f} s) against "
         f"{plain2['wall_s']:.1f} s ({plain2['cpu_s']:.1f} s) without the plugin: "
         f"{over:+.1%} ({over_cpu:+.1%} CPU); peak {unchanged['peak_mb']:,.0f} MB "
