@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from build_index import index_format
+from build_index import index_format, index_writer
 from build_index.bm25 import BM25Index
 from build_index.errors import IndexFormatError, ModelError
 from build_index.index_format import (
@@ -411,7 +411,7 @@ def test_a_crash_while_writing_keeps_the_previous_index(
     def crash(*args: object) -> None:  # chunks and sections are on disk by now
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(index_format, "quantize", crash)
+    monkeypatch.setattr(index_writer, "quantize", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         write_site(tmp_path / "index", model, seed=1)
     assert read_index(tmp_path / "index").build_id == first["build_id"]
