@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from anchored_query.facts import Claim, Haystack, claims
+from anchored_query.polarity import Clauses, passage_clauses, polarity_conflict
 from anchored_query.support import (
     LEXICAL_FLOOR,
     LEXICAL_WEIGHT,
@@ -134,6 +135,14 @@ class Checker:
         self._haystacks: dict[int, Haystack] = {}
         self._terms: dict[int, tuple[set[str], set[str]]] = {}
         self._code_text: dict[int, str] = {}
+        self._clauses: Clauses | None = None
+
+    @property
+    def clauses(self) -> Clauses:
+        """The clauses of every passage shown, for the polarity test."""
+        if self._clauses is None:
+            self._clauses = passage_clauses(self.shown)
+        return self._clauses
 
     def haystack(self, n: int) -> Haystack:
         if n not in self._haystacks:
@@ -156,10 +165,14 @@ class Checker:
             heading |= h
         return lexical_support(item.terms, body, heading)
 
-    def semantic(self, item: Item, group: Sequence[int]) -> float | None:
-        if self.support is None or item.is_code:
+    def semantic(self, item: Item, group: Sequence[int], *, strict: bool = False) -> float | None:
+        # Code, and a sentence that is one config line, is compared verbatim (code_lines).
+        if self.support is None or item.is_code or item.code:
             return None
-        scores = [self.support(item.sentence.text, self.passages[n]) for n in group]
+        # Searching the whole context, a passage line that matches by chance is likelier:
+        # only the section vectors count there (SemanticSupport.sections_only).
+        score = getattr(self.support, "sections_only", self.support) if strict else self.support
+        scores = [score(item.sentence.text, self.passages[n]) for n in group]
         scores = [s for s in scores if not math.isnan(s)]
         return max(scores) if scores else None
 
@@ -190,7 +203,10 @@ class Checker:
         conflicts += qualifier_conflicts(item.sentence.text, shown)
         if conflicts:
             return f"values paired differently in {list(group)}: {', '.join(conflicts)}"
-        score = self.score(item, group)
+        flipped = None if item.is_code else polarity_conflict(item.sentence.text, self.clauses)
+        if flipped:
+            return flipped
+        score = self.score(item, group, strict=strict)
         if score is None:
             return None if item.claims and not strict else "no test of support applies"
         lexical, value = score
@@ -199,11 +215,13 @@ class Checker:
             return f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
         return None
 
-    def score(self, item: Item, group: Sequence[int]) -> tuple[float | None, float] | None:
+    def score(
+        self, item: Item, group: Sequence[int], *, strict: bool = False
+    ) -> tuple[float | None, float] | None:
         """(lexical support, support score) of ``group`` for the sentence; None when
         neither test applies (a Chinese sentence on an English page, no embedder)."""
         lexical = self.lexical(item, group)
-        semantic = self.semantic(item, group)
+        semantic = self.semantic(item, group, strict=strict)
         if lexical is None and semantic is None:
             return None
         if lexical is None or semantic is None:

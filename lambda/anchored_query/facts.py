@@ -4,7 +4,8 @@ Facts are numbers (every size), command-line options, code identifiers
 (``snake_case``, ``dotted.names``), inline code and quoted strings. A fact
 holds when it occurs in the passage (text, highlight, title and heading path;
 case-insensitive, whitespace-normalised; numbers compared as whole tokens so
-``80`` does not match ``8000``). Numbers that only enumerate — a list number
+``80`` does not match ``8000``; a dotted name also holds when the passage's
+YAML nests those keys, :func:`yaml_key_paths`). Numbers that only enumerate — a list number
 at the start of a line (``1.``, ``2)``) or a step number (``step 2``, ``step
 (1)``) — are not facts.
 """
@@ -19,7 +20,7 @@ from typing import Literal
 from anchored_query.sentences import code_spans, outside_code
 from anchored_query.types import Passage
 
-__all__ = ["Claim", "Haystack", "claims"]
+__all__ = ["Claim", "Haystack", "claims", "yaml_key_paths"]
 
 _CONTENT = re.compile(r"[^\W_]", re.UNICODE)
 # ASCII classes on purpose: "端口8000" must yield "8000".
@@ -111,6 +112,8 @@ class Haystack:
 
     def __init__(self, passage: Passage) -> None:
         raw = "\n".join([passage.title, *passage.heading_path, passage.text, passage.highlight])
+        self.raw = passage.text
+        self._paths: list[tuple[str, ...]] | None = None
         self.text = _norm(raw)
         self.numbers = set(number_tokens(unicodedata.normalize("NFKC", raw), _PASSAGE_NUMBER))
 
@@ -120,8 +123,12 @@ class Haystack:
             return claim.value in self.numbers
         value = _norm(claim.value)
         if claim.kind in ("option", "identifier"):
-            return self._has_word(value)
+            return self._has_word(value) or (
+                claim.kind == "identifier" and "." in value and self._has_config_path(value)
+            )
         if value in self.text:
+            return True
+        if claim.kind == "code" and _DOTTED.fullmatch(value) and self._has_config_path(value):
             return True
         if claim.kind == "quote":
             return False
@@ -144,6 +151,54 @@ class Haystack:
                 return False
         return True
 
+    def _has_config_path(self, value: str) -> bool:
+        """A dotted name the passage's YAML spells as nesting: ``theme.palette.primary``
+        for ``theme:`` / ``palette:`` / ``primary: indigo`` (list items aside)."""
+        keys = tuple(value.split("."))
+        if self._paths is None:
+            self._paths = [
+                tuple(k.casefold() for k in path if k != "-") for path in yaml_key_paths(self.raw)
+            ]
+        n = len(keys)
+        return any(
+            path[i : i + n] == keys for path in self._paths for i in range(len(path) - n + 1)
+        )
+
     def _has_word(self, value: str) -> bool:
         pattern = r"(?<![a-z0-9_-])" + re.escape(value) + r"(?![a-z0-9_-])"
         return re.search(pattern, self.text) is not None
+
+
+_YAML_KEY = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<dash>(?:-[ \t]+)*)(?P<key>[A-Za-z_][\w.-]*|\"[^\"\n]+\"|'[^'\n]+')"
+    r"[ \t]*:(?:[ \t]|$)"
+)
+_YAML_ITEM = re.compile(r"^(?P<indent>[ \t]*)-[ \t]+\S")
+
+
+def yaml_key_paths(text: str) -> list[tuple[str, ...]]:
+    """The key path of every ``key:`` line of YAML-looking text, by indentation; a list
+    item is a ``"-"`` component (``theme:`` / ``palette:`` / ``- scheme: slate`` gives
+    ``("theme", "palette", "-", "scheme")``). Tolerant: prose lines are skipped."""
+    stack: list[tuple[int, str]] = []  # (column, component)
+    out: list[tuple[str, ...]] = []
+    for line in text.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _YAML_KEY.match(line)
+        if m is None:
+            item = _YAML_ITEM.match(line)
+            if item is not None:
+                column = len(item.group("indent"))
+                while stack and stack[-1][0] >= column:
+                    stack.pop()
+            continue
+        column = len(m.group("indent"))
+        while stack and stack[-1][0] >= column:
+            stack.pop()
+        for dash in re.finditer(r"-[ \t]+", m.group("dash")):
+            stack.append((column + dash.start(), "-"))
+        key = m.group("key").strip("\"'")
+        out.append((*(c for _, c in stack), key))
+        stack.append((column + len(m.group("dash")), key))
+    return out

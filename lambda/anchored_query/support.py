@@ -22,9 +22,10 @@ tests, each cheap and each documented with its threshold:
   readthedocs") and a passage pairs that value with another thing the
   sentence names (same line or table row, or the section's heading), the
   sentence has swapped them.
-* **Semantic support** (:func:`make_support`): the cosine between the
+* **Semantic support** (:func:`make_support`): the best cosine between the
   sentence's embedding and the passage's chunk embeddings (the index's own
-  model), put on one 0..1 scale per model (:data:`SEMANTIC_SCALE`).
+  model) or the embeddings of the passage's lines that share most of its terms
+  (:func:`best_units`), put on one 0..1 scale per model (:data:`SEMANTIC_SCALE`).
 
 The support score is a weighted mean of lexical and semantic support
 (:data:`LEXICAL_WEIGHT`; lexical alone without an embedder); a passage supports a
@@ -44,18 +45,13 @@ part): read the figures as a calibration, not a test score.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import math
 import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-import numpy as np
-import numpy.typing as npt
-
+from anchored_query.semantic import SEMANTIC_SCALE, make_support, rescale
 from anchored_query.sentences import code_spans, is_cjk, outside_code
 from anchored_query.types import Passage
 from anchored_query.word_prior import WordPrior, term_priors
@@ -70,15 +66,17 @@ __all__ = [
     "Support",
     "content_terms",
     "foreign_terms",
+    "lexical_found",
     "lexical_support",
     "make_support",
     "pairing_conflicts",
     "qualifier_conflicts",
     "quotes_a_quotation",
+    "rescale",
     "restates_headings",
 ]
 
-Support = Callable[[str, Passage], float]
+Support = Callable[[str, Passage], float]  # make_support's callable (anchored_query.semantic)
 
 # Lexical support below this fails whatever the semantic test says.
 LEXICAL_FLOOR = 0.5
@@ -91,13 +89,6 @@ SUPPORT_MIN = 0.7
 LEXICAL_WEIGHT = 0.6
 # ... and this much more for a passage found by searching the whole context.
 STRICT_MARGIN = 0.1
-# Per embedding model: (cosine mapped to 0, cosine mapped to 1, multilingual?), so that
-# semantic support is on one scale for every model. Calibrated with
-# tests/bench/calibrate_support.py; models not listed get no semantic test.
-SEMANTIC_SCALE: dict[str, tuple[float, float, bool]] = {
-    "all-MiniLM-L6-v2": (0.0, 1.0, False),
-    "multilingual-e5-small": (0.8, 1.0, True),
-}
 
 # Words that talk about the documentation or fill a sentence, not about the product.
 _GENERIC_WORDS = """
@@ -153,6 +144,11 @@ def lexical_support(terms: set[str], body: set[str], heading: set[str]) -> float
         return None
     score = sum(1.0 if _found(t, body) else 0.5 if _found(t, heading) else 0.0 for t in comparable)
     return score / len(comparable)
+
+
+def lexical_found(term: str, terms: set[str]) -> bool:
+    """Whether ``term`` occurs in ``terms`` as :func:`lexical_support` counts it."""
+    return _found(term, terms)
 
 
 def _found(term: str, terms: set[str]) -> bool:
@@ -329,8 +325,9 @@ def _qualified(text: str) -> dict[str, set[str]]:
         rest = text[m.end() : m.end() + 60]
         stop = _QUALIFIER_STOP.search(rest)
         rest = rest[: stop.start()] if stop else rest
-        words = [t for t in content_terms(rest) if not _NUMERIC_TERM.match(t)]
-        out.setdefault(m.group(1), set()).update(words[:_QUALIFIER_WINDOW])
+        # In the order written (content_terms is a set: its order changes per process).
+        words = [t for t in tokenize(rest) if t not in _GENERIC and not _NUMERIC_TERM.match(t)]
+        out.setdefault(m.group(1), set()).update(list(dict.fromkeys(words))[:_QUALIFIER_WINDOW])
     return out
 
 
@@ -422,78 +419,3 @@ def _fold(text: str) -> str:
 
 def _is_cjk_term(term: str) -> bool:
     return bool(term) and is_cjk(term[0])
-
-
-class _Embedder(Protocol):
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]: ...
-
-    def embed_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]: ...
-
-
-def make_support(embedder: _Embedder, model: str, index: Any = None) -> Support | None:
-    """Semantic support for :func:`anchored_query.citations.verify`, or None for an
-    uncalibrated ``model``.
-
-    The callable embeds the sentence once (cached, as a query) and compares it
-    with the vectors of the passage's section chunks in ``index`` (an
-    :class:`build_index.index_format.Index`), or with the embedded passage text
-    when the index has none. The best cosine is
-    put on a common 0..1 scale by :data:`SEMANTIC_SCALE`. Returns NaN ("no
-    opinion") for a sentence with CJK words when the model is not multilingual.
-    """
-    scale = SEMANTIC_SCALE.get(model)
-    if scale is None:
-        return None
-    low, high, multilingual = scale
-    sentence_vectors: dict[str, npt.NDArray[np.float32]] = {}
-    passage_vectors: dict[str, npt.NDArray[np.float32]] = {}
-
-    def vectors(passage: Passage) -> npt.NDArray[np.float32]:
-        rows = _section_rows(index, passage) if index is not None else []
-        if rows:
-            return np.stack([index.vectors[r].astype(np.float32) * index.scales[r] for r in rows])
-        return embedder.embed_passages([passage.text or passage.highlight])
-
-    def support(sentence: str, passage: Passage) -> float:
-        if not multilingual and _has_cjk_words(sentence):
-            return math.nan
-        vec = sentence_vectors.get(sentence)
-        if vec is None:
-            vec = sentence_vectors[sentence] = embedder.embed_query(sentence)
-        key = passage.section_id + "\0" + "\0".join(passage.chunk_ids)
-        pvecs = passage_vectors.get(key)
-        if pvecs is None:
-            pvecs = passage_vectors[key] = vectors(passage)
-        return rescale(float(np.max(pvecs @ vec)), low, high)
-
-    return support
-
-
-def _section_rows(index: Any, passage: Passage) -> list[int]:
-    """Index rows of the passage's chunks and of every chunk of its section (``<id>~k``):
-    the passage the model read is the section, the matched chunks are only part of it."""
-    rows: list[int] = []
-    for chunk_id in passage.chunk_ids:
-        with contextlib.suppress(KeyError):
-            rows.append(index.chunks.row_of(chunk_id))
-    for k in range(_MAX_SECTION_CHUNKS):
-        try:
-            rows.append(index.chunks.row_of(f"{passage.section_id}~{k}"))
-        except KeyError:
-            break
-    return list(dict.fromkeys(rows))
-
-
-_MAX_SECTION_CHUNKS = 64
-
-
-def rescale(cosine: float, low: float, high: float) -> float:
-    """``cosine`` mapped linearly from ``[low, high]`` onto ``[0, 1]`` (clipped)."""
-    return min(1.0, max(0.0, (cosine - low) / max(1e-9, high - low)))
-
-
-def _has_cjk_words(text: str) -> bool:
-    """A fifth of the letters or more are CJK: an English-only model reads noise
-    ("支持的模型服务包括 OpenAI 和 Bedrock" is half Latin letters, all of them names)."""
-    letters = [c for c in text if c.isalpha()]
-    return bool(letters) and sum(is_cjk(c) for c in letters) * 5 >= len(letters)

@@ -29,6 +29,8 @@ from anchored_query.types import Passage  # noqa: E402
 from build_index.embedder import Embedder, get_model  # noqa: E402
 
 LABELS = ROOT / "tests" / "fixtures" / "support-labels.jsonl"
+# Pairs shown by real answers, labelled by reading the passage (the LLM judge's labels).
+JUDGE_LABELS = ROOT / "tests" / "bench" / "data" / "llm-judge-labels.jsonl"
 
 
 def load() -> list[dict[str, object]]:
@@ -60,10 +62,64 @@ def pr(pred: list[bool], gold: list[bool]) -> tuple[float, float, int, int]:
     return precision, recall, fp, fn
 
 
+def verifier_report(models: list[str]) -> None:
+    """Precision/recall of the whole check of a cited sentence (``Checker.check``: facts,
+    code, pairing, polarity, lexical and semantic support) on both label files."""
+    from anchored_query.checking import Checker, Item
+
+    sets = {
+        "support-labels": load(),
+        "llm-judge-labels": [
+            json.loads(line)
+            for line in JUDGE_LABELS.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ],
+    }
+    for name in models:
+        support = sup.make_support(Embedder(get_model(name)), name)
+        for label, rows in sets.items():
+            gold, pred = [], []
+            for i, row in enumerate(rows):
+                text = str(row["passage"])
+                p = Passage(
+                    n=1,
+                    chunk_ids=[f"{label}-{i}~0"],
+                    section_id=f"{label}-{i}",  # the support callable caches by section
+                    page="page/",
+                    anchor=f"s{i}",
+                    title=str(row.get("title", "")),
+                    heading_path=[str(h) for h in row.get("heading_path", [])],  # type: ignore[attr-defined]
+                    text=text,
+                    highlight=text,
+                )
+                checker = Checker({1: p}, support)
+                item = Item.of(
+                    0,
+                    ParsedSentence(str(row["sentence"]), [1]),
+                    [1],
+                    paragraph=0,
+                    footer=(),
+                    no_coverage=False,
+                )
+                gold.append(bool(row["supported"]))
+                pred.append(checker.check(item, [1], strict=False) is None)
+            precision, recall, fp, fn = pr(pred, gold)
+            print(
+                f"verifier ({name}) on {label} ({len(rows)} pairs): precision {precision:.2f} "
+                f"recall {recall:.2f} (fp {fp}, fn {fn})"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--models", nargs="*", default=list(sup.SEMANTIC_SCALE))
+    parser.add_argument(
+        "--verifier", action="store_true", help="only the whole check, on both label files"
+    )
     args = parser.parse_args()
+    if args.verifier:
+        verifier_report(args.models)
+        return
     rows = load()
     gold = [bool(r["supported"]) for r in rows]
     cosines: dict[str, list[float]] = {}

@@ -1,0 +1,147 @@
+"""The checks added for how a real model states things: polarity, a passage's own lines
+as semantic evidence, YAML nesting as a dotted name, verbatim config lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from anchored_query.checking import Checker, Item
+from anchored_query.citations import ParsedSentence, parse_answer, verify
+from anchored_query.facts import Claim, Haystack, yaml_key_paths
+from anchored_query.polarity import negated, passage_clauses, polarity_conflict
+from anchored_query.semantic import SemanticSupport, best_units, make_support
+from anchored_query.support import qualifier_conflicts
+from anchored_query.types import Passage
+
+from build_index.embedder import Embedder, get_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llm-replies"
+
+
+def passage(text: str, n: int = 1, heading: str = "Section") -> Passage:
+    return Passage(
+        n=n,
+        chunk_ids=[f"s{n}~0"],
+        section_id=f"s{n}-{abs(hash(text))}",
+        page="page/",
+        anchor=f"s{n}",
+        title="Docs",
+        heading_path=["Docs", heading],
+        text=text,
+        highlight=text,
+    )
+
+
+@pytest.fixture(scope="module")
+def support() -> SemanticSupport:
+    made = make_support(Embedder(get_model("all-MiniLM-L6-v2")), "all-MiniLM-L6-v2")
+    assert made is not None
+    return made
+
+
+TIMEOUTS = passage(
+    "HTTPX defaults to including reasonable timeouts for all network operations, while "
+    "Requests has no timeouts by default.\nTo get the same behavior as Requests, set the "
+    "timeout parameter to None:\nhttpx.get('https://www.example.com', timeout=None)"
+)
+
+
+def test_negation_words() -> None:
+    assert negated("HTTPX does not have a default timeout.")
+    assert negated("Requests has no timeouts by default.")
+    assert negated("It doesn't retry.") and negated("Nothing is downloaded from a model hub.")
+    assert not negated("It works not only on Linux but also on macOS.")
+    assert not negated("Set `provider: none` for quoted answers.")  # a value, not a denial
+    assert not negated("Run `mkdocs build --no-directory-urls`.")  # code is not prose
+
+
+def test_a_denial_of_what_the_context_states_conflicts() -> None:
+    clauses = passage_clauses([TIMEOUTS])
+    assert polarity_conflict("HTTPX does not have a default timeout.", clauses)
+    # The contrast's other half is about Requests: saying it is no conflict.
+    assert polarity_conflict("Requests has no timeouts by default.", clauses) is None
+    assert polarity_conflict("HTTPX has reasonable timeouts by default.", clauses) is None
+    # A paraphrase with other words ("disabled" for "not enabled") is left alone.
+    other = passage_clauses([passage("Search highlighting is disabled by default.")])
+    assert polarity_conflict("Search highlighting is not enabled by default.", other) is None
+    hub = passage_clauses(
+        [passage("The embedding model ships inside the package: nothing is downloaded.")]
+    )
+    assert polarity_conflict("The embedding model is downloaded with the package.", hub)
+
+
+def test_the_recorded_denial_is_not_shown_whatever_it_cites() -> None:
+    # Recorded real reply (httpx-01b): "HTTPX does not have a default timeout. [3]" --
+    # every word of it is in the passages, and the embedder puts it close to them.
+    fixture = json.loads((FIXTURES / "httpx-01b.json").read_text("utf-8"))
+    by_n = {p["n"]: Passage(**p) for p in fixture["passages"]}
+    verified = verify(parse_answer(fixture["reply"], known=list(by_n)), by_n)
+    shown = [s.text for s in verified.sentences]
+    assert not any("does not have a default timeout" in s for s in shown), shown
+    assert any("5 seconds" in s for s in shown)  # the true sentence after it stays
+    assert any("context states" in r for r in verified.reasons)
+
+
+def test_a_passage_line_restated_is_semantic_evidence(support: SemanticSupport) -> None:
+    # MkDocs' inheritance section (recorded reply mkdocs-17): a sentence copied from one
+    # line of a long passage scored 0.24 against the section's chunk vectors.
+    text = (
+        "Generally, a single file would hold the entire configuration for a site. However, "
+        "some organizations may maintain multiple sites which all share a common "
+        "configuration across them. Rather than maintaining separate configurations for "
+        "each, the common configuration options can be defined in a parent configuration "
+        "file which each site's primary configuration file inherits.\n"
+        "To define the parent for a configuration file, set the INHERIT (all caps) key to "
+        "the path of the parent file. The path must be relative to the location of the "
+        "primary file.\nFor configuration options to be merged with a parent configuration, "
+        "those options must be defined as key/value pairs. Specifically, the "
+        "markdown_extensions and plugins options must use the alternative syntax which "
+        "does not use list items (lines which start with -)."
+    )
+    sentence = "The path must be relative to the location of the primary file."
+    assert best_units(sentence, text)[0].startswith("The path must be relative")
+    p = passage(text)
+    assert support(sentence, p) >= support.sections_only(sentence, p) + 0.2
+    assert not verify([ParsedSentence(sentence, [1])], {1: p}, support=support).abstained
+
+
+def test_a_dotted_name_spelled_as_yaml_nesting() -> None:
+    p = passage(
+        "Set the following value in mkdocs.yml to a valid color name:\n"
+        "theme:\n  palette:\n    - media: x\n      primary: indigo\n"
+    )
+    assert yaml_key_paths(p.text) == [
+        ("theme",),
+        ("theme", "palette"),
+        ("theme", "palette", "-", "media"),
+        ("theme", "palette", "-", "primary"),
+    ]
+    hay = Haystack(p)
+    assert hay.has(Claim("code", "theme.palette.primary"))
+    assert hay.has(Claim("identifier", "palette.primary"))
+    assert not hay.has(Claim("code", "theme.primary"))  # not nested so
+    assert not hay.has(Claim("code", "palette.theme.primary"))
+
+
+def test_number_qualifiers_are_read_in_written_order() -> None:
+    # content_terms is a set: taking its "first two" picked random words per process.
+    p = passage("The package is 171 MB unzipped, 58 MB zipped, under the 250 MB limit.")
+    assert qualifier_conflicts("The package is 171 MB unzipped and 58 MB zipped.", [p]) == []
+    assert qualifier_conflicts("It is 58 MB unzipped.", [p]) == ["58~unzip"]
+
+
+def test_a_config_line_is_compared_verbatim_not_by_meaning() -> None:
+    # "scheme: slate" is one line of the passage's YAML: no embedding says so better.
+    p = passage("theme:\n  palette:\n    scheme: slate\n")
+
+    def no_support(sentence: str, passage: Passage) -> float:
+        return 0.0
+
+    checker = Checker({1: p}, no_support)
+    item = Item.of(
+        0, ParsedSentence("scheme: slate", [1]), [1], paragraph=0, footer=(), no_coverage=False
+    )
+    assert checker.semantic(item, [1]) is None
+    assert checker.check(item, [1], strict=False) is None
