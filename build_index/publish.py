@@ -1,6 +1,6 @@
 """Publish an index directory to S3 so that a reader never sees half an index.
 
-Layout under ``s3://bucket/prefix``::
+Layout under ``s3://bucket/prefix`` (:mod:`build_index.s3_store`)::
 
     builds/<build_id>/<name>     every file of the index (flat), manifest.json written last
     current.json                 the pointer readers follow, switched last and conditionally
@@ -14,17 +14,13 @@ typically) is copied server-side. Every object written is checked against its
 SHA-256: S3 verifies the ``ChecksumSHA256`` we send and we compare the checksum
 it reports back.
 
-The same pointer and location helpers are what ``anchored_query.index_store``
-reads with, so both sides agree on the layout.
+Rollback and the list of stored builds are here too: they move and read the
+same pointer.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
-import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,126 +29,52 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
+from build_index.s3_store import (
+    BUILDS,
+    CURRENT,
+    MANIFEST,
+    ManifestFiles,
+    Pointer,
+    S3Client,
+    S3Location,
+    error_code,
+    get_manifest,
+    hex_to_b64,
+    make_client,
+    object_present,
+    put_json_if_unchanged,
+    read_pointer,
+    sha256_file,
+)
 
-log = logging.getLogger(__name__)
+__all__ = [
+    "ACTIONS",
+    "BUILDS",
+    "CURRENT",
+    "MANIFEST",
+    "BuildInfo",
+    "ManifestFiles",
+    "Pointer",
+    "Progress",
+    "PublishResult",
+    "S3Client",
+    "S3Location",
+    "error_code",
+    "hex_to_b64",
+    "list_builds",
+    "make_client",
+    "publish",
+    "read_pointer",
+    "rollback",
+    "sha256_file",
+]
 
-S3Client = Any  # a boto3 S3 client (boto3 ships no type hints)
 Progress = Callable[[str, str], None]  # progress(action, name); action in ACTIONS
 
 ACTIONS = ("skip", "copy", "upload", "switch", "prune")
-MANIFEST = "manifest.json"
-CURRENT = "current.json"
-BUILDS = "builds"
 
 _MAX_SINGLE_PUT = 5 * 1024**3  # S3's limit for one PUT; a bigger file would need multipart
 _SWITCH_ATTEMPTS = 5
-_BUILD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
-_CONFLICT_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409"}
-
-
-@dataclass(frozen=True)
-class S3Location:
-    """``s3://bucket/prefix`` split into its parts; ``prefix`` has no surrounding slashes."""
-
-    bucket: str
-    prefix: str
-
-    @classmethod
-    def parse(cls, url: str) -> S3Location:
-        """Parse ``s3://bucket[/prefix]``; raises ValueError naming the bad URL."""
-        if not url.startswith("s3://"):
-            raise ValueError(f"not an S3 location (expected s3://bucket/prefix): {url!r}")
-        bucket, _, prefix = url[len("s3://") :].partition("/")
-        if not bucket:
-            raise ValueError(f"S3 location has no bucket name: {url!r}")
-        return cls(bucket, prefix.strip("/"))
-
-    def key(self, *parts: str) -> str:
-        """The object key of ``parts`` below the prefix."""
-        return "/".join(p for p in (self.prefix, *parts) if p)
-
-    def url(self, *parts: str) -> str:
-        """The ``s3://`` URL of ``parts`` below the prefix (for messages)."""
-        return f"s3://{self.bucket}/{self.key(*parts)}"
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """The content of ``current.json``: which build is live and which came before it."""
-
-    build_id: str
-    manifest: str  # key of the manifest relative to the prefix: builds/<id>/manifest.json
-    manifest_sha256: str
-    created: str = ""  # the build's own ``created`` (from its manifest), orders racing builds
-    published_at: str = ""
-    history: tuple[str, ...] = ()  # previous build ids, newest first
-
-    def to_json(self) -> bytes:
-        """Serialise as the bytes written to ``current.json``."""
-        data = {
-            "build_id": self.build_id,
-            "manifest": self.manifest,
-            "manifest_sha256": self.manifest_sha256,
-            "created": self.created,
-            "published_at": self.published_at,
-            "history": list(self.history),
-        }
-        return (json.dumps(data, indent=2) + "\n").encode()
-
-    @classmethod
-    def from_json(cls, raw: bytes, where: str) -> Pointer:
-        """Parse ``current.json``; raises IndexFormatError naming ``where`` when it is malformed."""
-        try:
-            data = json.loads(raw)
-            pointer = cls(
-                build_id=str(data["build_id"]),
-                manifest=str(data["manifest"]),
-                manifest_sha256=str(data["manifest_sha256"]),
-                created=str(data.get("created", "")),
-                published_at=str(data.get("published_at", "")),
-                history=tuple(str(b) for b in data.get("history", [])),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise IndexFormatError(
-                f"{where} is not a valid Anchored pointer ({exc}); publish the index again"
-            ) from None
-        if not _BUILD_ID.match(pointer.build_id) or not _SHA256_HEX.match(pointer.manifest_sha256):
-            raise IndexFormatError(f"{where} names a malformed build id or manifest checksum")
-        if pointer.manifest != f"{BUILDS}/{pointer.build_id}/{MANIFEST}":
-            raise IndexFormatError(f"{where}: manifest {pointer.manifest!r} is not in its build")
-        return pointer
-
-
-@dataclass(frozen=True)
-class ManifestFiles:
-    """What a publisher or reader needs from a manifest: its id, its files, when it was made."""
-
-    build_id: str
-    files: dict[str, tuple[str, int]]  # name -> (sha256 hex, size)
-    created: str = ""
-
-    @classmethod
-    def from_json(cls, raw: bytes, where: str) -> ManifestFiles:
-        """Parse a manifest's ``build_id``, ``created`` and ``files``; raises IndexFormatError."""
-        try:
-            data = json.loads(raw)
-            build_id = str(data["build_id"])
-            files = {
-                str(name): (str(entry["sha256"]).lower(), int(entry["size"]))
-                for name, entry in data["files"].items()
-            }
-            created = str(data.get("created", ""))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise IndexFormatError(f"{where} is not a valid index manifest ({exc})") from None
-        if not _BUILD_ID.match(build_id):
-            raise IndexFormatError(f"{where}: malformed build_id {build_id!r}")
-        for name, (sha, size) in files.items():
-            if name in ("", ".", "..", MANIFEST) or "/" in name or "\\" in name:
-                raise IndexFormatError(f"{where}: file name {name!r} is not a flat file name")
-            if not _SHA256_HEX.match(sha) or size < 0:
-                raise IndexFormatError(f"{where}: bad sha256 or size for {name!r}")
-        return cls(build_id, files, created)
 
 
 @dataclass
@@ -184,125 +106,14 @@ class BuildInfo:
     history_position: int | None  # index in current.json's history (0 = previous)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def hex_to_b64(sha_hex: str) -> str:
-    """The base64 form of a hex SHA-256, as S3's ``ChecksumSHA256`` carries it."""
-    return base64.b64encode(bytes.fromhex(sha_hex)).decode()
-
-
-def make_client(endpoint_url: str | None = None) -> S3Client:
-    """An S3 client from the normal credential chain.
-
-    Without ``endpoint_url`` boto3 honours ``AWS_ENDPOINT_URL_S3`` /
-    ``AWS_ENDPOINT_URL`` itself. A fresh session per client keeps this safe to
-    call from several threads.
-    """
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        retries={"mode": "standard", "max_attempts": 4},
-        connect_timeout=5,
-        read_timeout=60,
-    )
-    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
-
-
-def error_code(exc: BaseException) -> str:
-    """The S3 error code of a botocore ClientError (``"404"``, ``"NoSuchKey"``...), else ``""``."""
-    response = getattr(exc, "response", None)
-    if not isinstance(response, dict):
-        return ""
-    return str(response.get("Error", {}).get("Code", ""))
-
-
-def read_pointer(
-    client: S3Client, loc: S3Location, *, lenient: bool = False
-) -> tuple[Pointer | None, str | None]:
-    """Read ``current.json`` and its ETag; ``(None, None)`` when nothing is published.
-
-    A malformed pointer raises IndexFormatError, or with ``lenient`` reads as
-    ``(None, etag)`` so that a publish can replace exactly that broken version.
-    """
-    from botocore.exceptions import ClientError
-
-    try:
-        response = client.get_object(Bucket=loc.bucket, Key=loc.key(CURRENT))
-        raw = response["Body"].read()
-    except ClientError as exc:
-        if error_code(exc) in ("NoSuchKey", "404"):
-            return None, None
-        raise PublishError(f"cannot read {loc.url(CURRENT)}: {exc}") from exc
-    etag = str(response["ETag"])
-    try:
-        return Pointer.from_json(raw, loc.url(CURRENT)), etag
-    except IndexFormatError:
-        if not lenient:
-            raise
-        log.warning("%s is malformed; publishing replaces it", loc.url(CURRENT))
-        return None, etag
-
-
 def _put_pointer(client: S3Client, loc: S3Location, pointer: Pointer, etag: str | None) -> bool:
     """Write ``current.json`` only if it is still ``etag``; False when someone changed it."""
     from botocore.exceptions import ClientError
 
-    body = pointer.to_json()
-    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
     try:
-        client.put_object(
-            Bucket=loc.bucket,
-            Key=loc.key(CURRENT),
-            Body=body,
-            ContentType="application/json",
-            CacheControl="no-cache",
-            ChecksumAlgorithm="SHA256",
-            ChecksumSHA256=hex_to_b64(hashlib.sha256(body).hexdigest()),
-            **condition,
-        )
+        return put_json_if_unchanged(client, loc, CURRENT, pointer.to_json(), etag)
     except ClientError as exc:
-        if error_code(exc) in _CONFLICT_CODES:
-            return False
         raise PublishError(f"cannot write {loc.url(CURRENT)}: {exc}") from exc
-    return True
-
-
-def _get_manifest(client: S3Client, loc: S3Location, build_id: str) -> tuple[bytes, ManifestFiles]:
-    """Download and parse one build's manifest; ClientError passes through."""
-    key = loc.key(BUILDS, build_id, MANIFEST)
-    raw: bytes = client.get_object(Bucket=loc.bucket, Key=key)["Body"].read()
-    manifest = ManifestFiles.from_json(raw, loc.url(BUILDS, build_id, MANIFEST))
-    if manifest.build_id != build_id:
-        raise IndexFormatError(
-            f"{loc.url(BUILDS, build_id, MANIFEST)} names build {manifest.build_id}"
-        )
-    return raw, manifest
-
-
-def _present(client: S3Client, bucket: str, key: str, sha_hex: str, size: int) -> bool:
-    """True when ``key`` exists with this size and SHA-256 (S3 checksum, else our metadata)."""
-    from botocore.exceptions import ClientError
-
-    try:
-        head = client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
-    except ClientError as exc:
-        if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    if int(head.get("ContentLength", -1)) != size:
-        return False
-    checksum = head.get("ChecksumSHA256")
-    if checksum:
-        return bool(checksum == hex_to_b64(sha_hex))
-    return bool(head.get("Metadata", {}).get("sha256") == sha_hex)
 
 
 def _content_type(name: str) -> str:
@@ -331,7 +142,7 @@ def _upload(client: S3Client, bucket: str, key: str, path: Path, sha_hex: str, s
         )
     reported = response.get("ChecksumSHA256")
     if reported is None:  # a store without flexible checksums: check what landed
-        if not _present(client, bucket, key, sha_hex, size):
+        if not object_present(client, bucket, key, sha_hex, size):
             raise PublishError(f"s3://{bucket}/{key} does not match {path.name} after upload")
     elif reported != expected:
         raise PublishError(f"s3://{bucket}/{key}: S3 reports checksum {reported}, sent {expected}")
@@ -387,7 +198,7 @@ def _copy_sources(
         return sources
     for build_id in (pointer.build_id, *pointer.history):
         try:
-            _, manifest = _get_manifest(client, loc, build_id)
+            _, manifest = get_manifest(client, loc, build_id)
         except (ClientError, IndexFormatError):
             continue  # pruned or damaged: nothing to copy from it
         for name, (sha, size) in manifest.files.items():
@@ -441,7 +252,7 @@ def publish(
         sources = _copy_sources(s3, loc, current)
         for name, (sha, size) in sorted(manifest.files.items()):
             key = loc.key(BUILDS, build_id, name)
-            if _present(s3, loc.bucket, key, sha, size):
+            if object_present(s3, loc.bucket, key, sha, size):
                 result.skipped.append(name)
                 report("skip", name)
                 continue
@@ -607,14 +418,14 @@ def rollback(
         if build_id == current.build_id:
             return build_id
         try:
-            raw, manifest = _get_manifest(s3, loc, build_id)
+            raw, manifest = get_manifest(s3, loc, build_id)
         except ClientError as exc:
             raise PublishError(
                 f"build {build_id} is not in {target} (pruned?): {exc}; "
                 "list_builds() shows the builds available"
             ) from exc
         for name, (sha, size) in sorted(manifest.files.items()):
-            if not _present(s3, loc.bucket, loc.key(BUILDS, build_id, name), sha, size):
+            if not object_present(s3, loc.bucket, loc.key(BUILDS, build_id, name), sha, size):
                 raise PublishError(
                     f"build {build_id} is incomplete: {loc.url(BUILDS, build_id, name)} is "
                     "missing or does not match its checksum"

@@ -22,7 +22,6 @@ The catalog keeps mike's ``versions.json`` shape for its entries
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -37,18 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
-from build_index.publish import (
-    _CONFLICT_CODES,
+from build_index.publish import Progress, PublishResult, _read_local, publish
+from build_index.s3_store import (
     MANIFEST,
-    Progress,
-    PublishResult,
     S3Client,
     S3Location,
-    _read_local,
     error_code,
-    hex_to_b64,
     make_client,
-    publish,
+    put_json_if_unchanged,
 )
 
 CATALOG = "versions.json"
@@ -335,7 +330,7 @@ def _publish_s3(
                 title=title,
                 make_default=make_default,
             )
-            if _put_catalog(s3, loc, new, etag):
+            if put_json_if_unchanged(s3, loc, CATALOG, new.to_json(), etag):
                 return _result(store, version, index.build_id, new, index, attempt)
             time.sleep(0.05 * attempt)
     except (ClientError, BotoCoreError) as exc:
@@ -347,30 +342,6 @@ def _publish_s3(
         f"its index is published to {version_location(store, version)} but the catalog does "
         "not name it yet. Try again."
     )
-
-
-def _put_catalog(client: S3Client, loc: S3Location, catalog: Catalog, etag: str | None) -> bool:
-    """Write the catalog only if it is still ``etag``; False when someone changed it."""
-    from botocore.exceptions import ClientError
-
-    body = catalog.to_json()
-    condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-    try:
-        client.put_object(
-            Bucket=loc.bucket,
-            Key=loc.key(CATALOG),
-            Body=body,
-            ContentType="application/json",
-            CacheControl="no-cache",
-            ChecksumAlgorithm="SHA256",
-            ChecksumSHA256=hex_to_b64(hashlib.sha256(body).hexdigest()),
-            **condition,
-        )
-    except ClientError as exc:
-        if error_code(exc) in _CONFLICT_CODES:
-            return False
-        raise
-    return True
 
 
 def _publish_local(
