@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from .errors import PageError
+from .html_guard import MAX_PAGE_CHARS, check_html, page_name
 from .types import ChunkType, PageInput, Section
 
-__all__ = ["Block", "extract_section_blocks", "extract_sections", "page_name"]
+__all__ = ["MAX_PAGE_CHARS", "Block", "extract_section_blocks", "extract_sections", "page_name"]
 
 
 @dataclass(frozen=True)
@@ -81,32 +81,11 @@ _FULL_DOCUMENT = re.compile(r"<(?:!doctype|html|head|body)\b", re.IGNORECASE)
 _INVISIBLE = "\u00ad\u200b\u200c\u200d\u2060\ufeff"
 _CONTROL = re.compile(f"[\\x00-\\x08\\x0e-\\x1f\\x7f{_INVISIBLE}]")
 _CODE_CONTROL = re.compile(f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f{_INVISIBLE}]")
-_JUNK = re.compile(r"[\x00-\x08\x0e-\x1f\x7f\ufffd]")
 _PERMALINK_TEXT = re.compile(r"[^\w]{0,2}")
 
 # Deeper DOM nesting is read flat (text only) instead of recursing.
 _MAX_DEPTH = 200
-# lexbor checks the open-element stack for every block start tag, so parsing
-# thousands of nested blocks is quadratic; refuse such pages before parsing.
-_MAX_BLOCK_NESTING = 10_000
-_NESTING_TAG = re.compile(
-    r"<(/?)(?:div|section|article|aside|blockquote|center|details|dialog|dir|dl|fieldset|"
-    r"figure|figcaption|footer|header|hgroup|main|menu|nav|ol|ul|form|search|summary|address)"
-    r"(?=[\s/>])",
-    re.IGNORECASE,
-)
-_NESTING_OPEN = re.compile(_NESTING_TAG.pattern.replace("(/?)", "", 1), re.IGNORECASE)
-# lexbor checks every attribute of an element against the ones before it (50,000
-# attributes on one element: 10 s), so such a page is refused before parsing; and a
-# page over MAX_PAGE_CHARS is refused outright. Either costs the build one warning.
-MAX_ATTRIBUTES = 2_000
-MAX_PAGE_CHARS = 20_000_000
-# A start tag, or text no tag can be in (comments, scripts, styles: skipped).
-_TAG = re.compile(r"<!--.*?-->|<(script|style)\b.*?</\1\s*>|<[A-Za-z][^>]*", re.I | re.S)
-_ATTRIBUTE_START = re.compile(r"[\s\"'/]+[^\s\"'/=>]")
-_JUNK_SAMPLE = 100_000
 _MAX_TITLE = 200  # characters of a heading kept in titles and heading paths
-_MAX_JUNK_RATIO = 0.3
 
 
 def extract_sections(page: PageInput) -> list[Section]:
@@ -126,33 +105,9 @@ def extract_sections(page: PageInput) -> list[Section]:
 
 def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]:
     """Like ``extract_sections``, with the blocks each section's text is made of."""
-    html = page.html
-    if not isinstance(html, str):
-        raise PageError(f"{page_name(page)}: HTML must be text, got {type(html).__name__}")
+    html = check_html(page)
     if not html.strip():
         return []
-    sample = html[:_JUNK_SAMPLE]
-    if len(_JUNK.findall(sample)) > _MAX_JUNK_RATIO * len(sample):
-        raise PageError(
-            f"{page_name(page)}: looks like binary data, not HTML; exclude it from the index"
-        )
-    if len(html) > MAX_PAGE_CHARS:
-        raise PageError(
-            f"{page_name(page)}: {len(html)} characters of HTML (limit {MAX_PAGE_CHARS}); "
-            "split the page or exclude it from the index"
-        )
-    attributes = _most_attributes(html)
-    if attributes > MAX_ATTRIBUTES:
-        raise PageError(
-            f"{page_name(page)}: an element has about {attributes} attributes "
-            f"(limit {MAX_ATTRIBUTES}); fix the page or exclude it from the index"
-        )
-    depth = _block_nesting(html)
-    if depth > _MAX_BLOCK_NESTING:
-        raise PageError(
-            f"{page_name(page)}: HTML nests {depth} blocks deep "
-            f"(limit {_MAX_BLOCK_NESTING}); fix the page or exclude it from the index"
-        )
     full_document = bool(_FULL_DOCUMENT.search(html, 0, 4096))
     # A fragment is body content. Parsed bare, a leading <noscript> would open in
     # <head>, and lexbor (scripting off) would then move its text into the body.
@@ -164,39 +119,6 @@ def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]
     builder = _Builder(page)
     _Walker(builder).walk(root, in_block=False, depth=0)
     return builder.finish()
-
-
-def page_name(page: PageInput) -> str:
-    """The page as error messages name it: ``page 'guide/'`` or ``the home page``."""
-    return f"page {page.url!r}" if page.url else "the home page"
-
-
-def _most_attributes(html: str) -> int:
-    """About the most attributes one start tag has (a cheap upper bound; 0 when small)."""
-    if html.count("=") + html.count(" ") < MAX_ATTRIBUTES:
-        return 0
-    most = 0
-    for tag in _TAG.finditer(html):
-        skipped = tag.group(1) is not None or html.startswith("<!--", tag.start())
-        if not skipped and tag.end() - tag.start() > 2 * MAX_ATTRIBUTES:  # shorter: fewer
-            most = max(most, len(_ATTRIBUTE_START.findall(html, tag.start() + 1, tag.end())))
-    return most
-
-
-def _block_nesting(html: str) -> int:
-    """Deepest nesting of block elements (cheap upper-bound scan, only for big pages)."""
-    if html.count("<") < _MAX_BLOCK_NESTING or (
-        _NESTING_OPEN.subn("", html)[1] < _MAX_BLOCK_NESTING
-    ):
-        return 0  # fewer block tags than the limit: cannot nest deeper
-    depth = peak = 0
-    for match in _NESTING_TAG.finditer(html):
-        if match.group(1):
-            depth = max(depth - 1, 0)
-        else:
-            depth += 1
-            peak = max(peak, depth)
-    return peak
 
 
 def _content_root(tree: LexborHTMLParser, *, full_document: bool) -> LexborNode | None:
