@@ -49,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "lambda"), str(REPO)]
 
-import anchored_query.engine as engine_module  # noqa: E402
+import anchored_query.llm_answer as answer_module  # noqa: E402
 import llm_server  # noqa: E402
 from anchored_query.app import create_app  # noqa: E402
 from anchored_query.engine import Engine  # noqa: E402
@@ -107,18 +107,18 @@ class StashingEngine(Engine):
     def _answer_llm(self, request: Any, passages: list[Passage], *args: Any, **kw: Any) -> Any:
         self.last_passages = list(passages)
         self.last_reasons = []
-        real = engine_module.verify
+        real = answer_module.verify
 
         def recording(*a: Any, **k: Any) -> Any:
             verified = real(*a, **k)
             self.last_reasons = list(verified.reasons)
             return verified
 
-        engine_module.verify = recording  # type: ignore[assignment]
+        answer_module.verify = recording  # type: ignore[assignment]
         try:
             return super()._answer_llm(request, passages, *args, **kw)
         finally:
-            engine_module.verify = real  # type: ignore[assignment]
+            answer_module.verify = real  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------- question sets
@@ -292,11 +292,11 @@ def record_fixtures(base_url: str) -> None:
     the question, the passages (as the engine made them), the messages, the raw
     response body, usage and finish_reason, so tests can replay them.
     """
-    import anchored_query.engine as engine_module
+    import anchored_query.llm_answer as answer_module
 
     # Today's prompt (as at PROMPT_REV), not the one in the working tree.
     old_prompt = module_at(PROMPT_REV, "lambda/anchored_query/prompt.py", "prompt_at_rev")
-    engine_module.build_messages = old_prompt.build_messages  # type: ignore[attr-defined]
+    answer_module.build_messages = old_prompt.build_messages  # type: ignore[attr-defined]
     questions = {q["qid"]: q for q in load_jsonl(DATA / "anchored-docs-questions.jsonl")}
     questions.update(EXTRA_QUESTIONS)
     chosen = [questions[qid] for qid in FIXTURE_QIDS]
