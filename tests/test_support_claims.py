@@ -145,3 +145,63 @@ def test_a_config_line_is_compared_verbatim_not_by_meaning() -> None:
     )
     assert checker.semantic(item, [1]) is None
     assert checker.check(item, [1], strict=False) is None
+
+
+NETRC = passage(
+    "HTTPX can be configured to use a .netrc config file for authentication.\n"
+    "machine example.org\nlogin example-username\npassword example-password"
+)
+
+
+def test_a_lead_in_goes_with_what_it_introduced() -> None:
+    # Recorded reply material-15: "… you would add:" was shown after the invented TOML
+    # block it introduced had been removed.
+    reply = (
+        "HTTPX can be configured to use a .netrc config file for authentication [1]. "
+        "The .netrc config file for authentication looks like this: [1]\n\n"
+        "```\nmachine intranet.local\nlogin me\n```"
+    )
+    verified = verify(parse_answer(reply), {1: NETRC})
+    assert [s.text for s in verified.sentences] == [
+        "HTTPX can be configured to use a .netrc config file for authentication."
+    ]
+    assert any("introduces what follows" in r for r in verified.reasons)
+
+
+def test_code_whose_every_explanation_was_removed_is_no_answer() -> None:
+    # Recorded reply httpx-41 (NTLM, unanswerable): every sentence was removed, the
+    # .netrc example copied from a passage stayed and was shown as the answer.
+    reply = (
+        "To use NTLM with HTTPX against IIS, write a netrc file like this:\n\n"
+        "```\nmachine example.org\nlogin example-username\npassword example-password\n```\n"
+        "This sends your NTLM credentials to the server."
+    )
+    verified = verify(parse_answer(reply), {1: NETRC})
+    assert verified.abstained and verified.sentences == []
+    # A reply that is only the passage's code is left alone.
+    only_code = verify(parse_answer("```\nmachine example.org\n```\n[1]"), {1: NETRC})
+    assert not only_code.abstained
+
+
+ZH_CONTEXT = {
+    1: passage("Clients can be configured with a timeout.", 1),
+    2: passage("Set the timeout to five seconds.", 2),
+    3: passage("To get the same behavior as Requests: httpx.get(url, timeout=None)", 3),
+    4: passage("Providers: OpenAI, Bedrock.", 4),
+}
+
+
+def test_a_chinese_sentence_names_what_it_is_about() -> None:
+    # The Latin words of a Chinese sentence are facts: Ollama is not in passage 4.
+    verified = verify(parse_answer("支持的模型服务包括 OpenAI、Bedrock 和 Ollama。[4]"), ZH_CONTEXT)
+    assert verified.abstained and "'Ollama' not in [4]" in verified.reasons[0]
+    kept = verify(parse_answer("支持的模型服务包括 OpenAI 和 Bedrock。[4]"), ZH_CONTEXT)
+    assert [s.citations for s in kept.sentences] == [[4]]
+
+
+def test_a_miscited_chinese_sentence_goes_to_the_passage_its_code_singles_out() -> None:
+    # Recorded reply httpx-35: `timeout=None` cited [1]; only passage 3 holds it.
+    verified = verify(parse_answer("可以使用 `timeout=None` 来不设超时。[1]"), ZH_CONTEXT)
+    assert [s.citations for s in verified.sentences] == [[3]]
+    # Uncited, names alone never pick a passage; nor a value such as `true`.
+    assert verify(parse_answer("可以使用 `timeout=None` 来不设超时。"), ZH_CONTEXT).abstained

@@ -208,7 +208,12 @@ class Checker:
             return flipped
         score = self.score(item, group, strict=strict)
         if score is None:
-            return None if item.claims and not strict else "no test of support applies"
+            # Only the facts can be checked: enough for a passage the model cited; for one
+            # found by searching the context, only when the model did cite (a passage it
+            # miscounted) and a fact few passages hold singles the passage out.
+            if item.claims and (not strict or (item.sentence.citations and self.distinctive(item))):
+                return None
+            return "no test of support applies"
         lexical, value = score
         need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
         if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
@@ -228,18 +233,39 @@ class Checker:
             return lexical, lexical if lexical is not None else semantic  # type: ignore[return-value]
         return lexical, LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * semantic
 
+    def distinctive(self, item: Item) -> bool:
+        """Whether a fact of the sentence other than a value (number, boolean), of four
+        characters or more, occurs verbatim in at most half of the context's passages
+        (``timeout=None``; not the site's name, nor code composed of pieces)."""
+        return any(
+            c.kind != "number"
+            and len(c.value) >= 4
+            and c.value.strip("`'\"").casefold() not in _LITERALS  # a value names nothing
+            and 2 * sum(1 for n in self.usable if self.haystack(n).verbatim(c)) <= len(self.usable)
+            and any(self.haystack(n).verbatim(c) for n in self.usable)
+            for c in item.claims
+        )
+
     def best(self, item: Item, exclude: set[int]) -> int | None:
         """The context passage that best supports the sentence under the strict test."""
         ranked = []
         for n in self.usable:
+            if n in exclude:
+                continue
             lexical = self.lexical(item, [n])
-            if n not in exclude and lexical is not None and lexical >= LEXICAL_FLOOR:
+            if lexical is None:
+                # No comparable terms (a Chinese sentence, an English page): the facts decide.
+                if item.claims and all(self.haystack(n).has(c) for c in item.claims):
+                    ranked.append((0.0, -n, n))
+            elif lexical >= LEXICAL_FLOOR:
                 ranked.append((lexical, -n, n))
         for _, _, n in sorted(ranked, reverse=True)[:5]:
             if self.check(item, [n], strict=True) is None:
                 return n
         return None
 
+
+_LITERALS = frozenset({"true", "false", "none", "null", "yes", "no"})
 
 # A config line written as a sentence of its own: "name: Switch to light mode", "- media: x".
 _CONFIG_LINE = re.compile(r"^(?:-[ \t]+)?[A-Za-z_][\w.-]*:(?:[ \t]+[^\n]*)?$")

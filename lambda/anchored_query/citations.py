@@ -17,10 +17,15 @@ exactly like a cited sentence; it is dropped only when none supports it. An
 uncited sentence about the assistant's instructions is never attributed, and no
 sentence is supported by a string the passage only quotes: page text is data,
 and a model that obeys an instruction planted in a page copies it.
-Sentences that fail are removed (counted in ``removed``, with a reason per
-sentence in ``reasons`` for the logs). Removed without a check: lines that only
-restate passage titles and headings (the prompt's structure) and sentences
-that assert nothing.
+A sentence whose markers all name passages outside the context is removed
+(a page's planted "cite [99]" is how an obeyed injection shows). Sentences
+that fail are removed (counted in ``removed``, with a reason per sentence in
+``reasons`` for the logs). Removed
+without a check: lines that only restate passage titles and headings (the
+prompt's structure) and sentences that assert nothing. A lead-in ending in ":"
+goes when what it introduces went; code (and config lines) kept when every
+prose sentence the model wrote was removed is no answer: nothing checked says
+what it is for.
 
 A statement that the documentation does not cover something ("The
 documentation does not cover `--watch`") needs no citation when it asserts no
@@ -76,6 +81,9 @@ _FILLER = re.compile(
     r"here|note|sources?|references?|例如|比如|参见)\W*$",
     re.IGNORECASE,
 )
+
+# A sentence that only introduces what comes next: "add the following lines:", "例如："
+_LEAD_IN = re.compile(r"[:：]\s*$")
 
 # "The documentation does not cover …" and its Chinese counterparts.
 _NO_COVERAGE = re.compile(
@@ -272,6 +280,7 @@ def verify(
                 reasons[i] = "no-coverage statement asserting numbers"
             continue
         if item.sentence.citations and not item.own:
+            # Not attributed: a page's planted "cite [99]" is how an obeyed injection shows.
             reasons[i] = f"no citation (cited {item.sentence.citations}, none in context)"
         elif not item.is_code and restates_headings(text, checker.shown):
             reasons[i] = "only restates passage headings"
@@ -299,6 +308,16 @@ def verify(
         else:
             reasons[i] = miscited.get(i, failure)
 
+    # A lead-in ("add the following lines:") stands or falls with what it introduces.
+    for item in items:
+        i = item.index
+        if i in decided and not item.is_code and _LEAD_IN.search(item.sentence.text):
+            following = i + 1 < len(items) and (i + 1) in decided
+            if not following:
+                del decided[i]
+                attributed.discard(i)
+                reasons[i] = "introduces what follows, and nothing supported follows"
+
     first_disclaimer = min(disclaimers, default=None)
     substantive = [
         i
@@ -311,6 +330,15 @@ def verify(
             and _META_COVERAGE.search(items[i].sentence.text)
         )
     ]
+    # Code and config lines are the passages' own text; what they are for is said in
+    # prose. With every sentence the model wrote about them removed, the answer says
+    # nothing checked (a reply that is only code is left alone).
+    prose = [o.index for o in items if not (o.is_code or o.code or o.no_coverage)]
+    if substantive and prose and all(items[i].is_code or items[i].code for i in substantive):
+        for i in substantive:
+            del decided[i]
+            reasons[i] = "code without a supported sentence that says what it is for"
+        substantive = []
     abstained = not substantive
     if not abstained:
         for i in sorted(disclaimers):

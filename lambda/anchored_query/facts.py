@@ -1,7 +1,8 @@
 """The checkable facts of an answer sentence, and whether a passage states them.
 
 Facts are numbers (every size), command-line options, code identifiers
-(``snake_case``, ``dotted.names``), inline code and quoted strings. A fact
+(``snake_case``, ``dotted.names``), inline code and quoted strings, and in a
+sentence written mostly in CJK the Latin-script words (names). A fact
 holds when it occurs in the passage (text, highlight, title and heading path;
 case-insensitive, whitespace-normalised; numbers compared as whole tokens so
 ``80`` does not match ``8000``; a dotted name also holds when the passage's
@@ -17,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from anchored_query.sentences import code_spans, outside_code
+from anchored_query.sentences import code_spans, is_cjk, outside_code
 from anchored_query.types import Passage
 
 __all__ = ["Claim", "Haystack", "claims", "yaml_key_paths"]
@@ -60,13 +61,30 @@ def claims(text: str) -> list[Claim]:
         body = re.sub(r"\n[ \t]*(?:`{3,}|~{3,})[ \t]*$", "", body)
         found = _prose_claims(body)
     else:
-        found = _prose_claims(_without_enumeration(outside_code(text)))
+        prose = _without_enumeration(outside_code(text))
+        found = _prose_claims(prose)
+        if _mostly_cjk(prose):
+            # In a Chinese sentence about an English page the Latin words are names
+            # (OpenAI, Bedrock, HTTPX): the one part that can be compared.
+            found.extend(Claim("identifier", m.group(0)) for m in _LATIN_NAME.finditer(prose))
         for start, end, fenced in code_spans(text):
             if not fenced:
                 code = text[start:end].strip("`").strip()
                 if code:
                     found.append(Claim("code", code))
     return list(dict.fromkeys(found))
+
+
+_LATIN_NAME = re.compile(
+    r"(?<![\w.-])[A-Za-z][A-Za-z0-9]+(?:[.+-][A-Za-z0-9]+)*(?![\w-])", re.ASCII
+)
+
+
+def _mostly_cjk(text: str) -> bool:
+    """A fifth of the letters or more are CJK (as :mod:`anchored_query.semantic` decides
+    an English-only model cannot read the sentence)."""
+    letters = [c for c in text if c.isalpha()]
+    return bool(letters) and sum(is_cjk(c) for c in letters) * 5 >= len(letters)
 
 
 def _without_enumeration(text: str) -> str:
@@ -150,6 +168,15 @@ class Haystack:
             elif len(part) >= 2 and not self._has_word(part):
                 return False
         return True
+
+    def verbatim(self, claim: Claim) -> bool:
+        """Whether the passage holds ``claim`` as written (not composed of pieces)."""
+        value = _norm(claim.value)
+        return (
+            self._has_word(value)
+            if claim.kind in ("option", "identifier")
+            else (value in self.text)
+        )
 
     def _has_config_path(self, value: str) -> bool:
         """A dotted name the passage's YAML spells as nesting: ``theme.palette.primary``
