@@ -290,6 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("nproc"):
         log(f"cores: {os.cpu_count()}; threads: {args.threads}")
     process = start(args.port, n_ctx=args.n_ctx, n_threads=args.threads)
+
+    def terminated(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM stops the llama.cpp server too (finally below)
+
+    signal.signal(signal.SIGTERM, terminated)
     try:
         process.wait()
     except KeyboardInterrupt:
