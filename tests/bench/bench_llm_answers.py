@@ -403,6 +403,50 @@ def replay_fixtures() -> list[Asked]:
     return out
 
 
+def rescore_dump(path: Path, qids: Sequence[str] = ()) -> dict[str, list[Asked]]:
+    """The answers of a ``--dump`` file (its replies and the passages each was made
+    from) through the current /v1/ask answer step again, per set: rescoring after a
+    verifier change needs neither the model nor today's retrieval (which others may
+    have changed). Latency and tokens are taken from the dump when it has them."""
+    from anchored_query.llm.calls import Deadline
+    from anchored_query.validation import AskRequest
+
+    replay = ReplayClient()
+    engines: dict[str, Any] = {}
+    out: dict[str, list[Asked]] = {}
+    for entry in json.loads(path.read_text("utf-8")):
+        if qids and entry["qid"] not in qids:
+            continue
+        name = entry["set"]
+        if name not in engines:
+            index = REALDOCS / name / "index"
+            if not (index / "manifest.json").exists():
+                index = anchored_docs_index()
+            engine = Engine(bench_settings(index, "http://127.0.0.1:9/v1"), llm=replay)  # type: ignore[arg-type]
+            engines[name] = (engine, engine.current())
+        engine, loaded = engines[name]
+        reply = entry.get("reply") or ""
+        usage = entry.get("usage") or {}
+        completion = Completion(
+            reply, usage.get("prompt_tokens"), usage.get("completion_tokens"), "stop"
+        )
+        passages = [Passage(**p) for p in entry["passages"]]
+        body = entry["body"]
+        if reply and body.get("mode") == "llm":
+            replay.completion = completion
+            q = entry["question"]
+            request = AskRequest(q["question"])
+            try:
+                body = engine._answer_llm(request, passages, loaded, Deadline(60))
+            except LLMError as exc:
+                body = {"mode": "extractive", "fallback": exc.category, "abstained": True}
+        latency = float(entry.get("latency_s") or 0.0)
+        calls = [Call("", [], completion, "", latency, True)] if reply else []
+        asked = Asked(entry["qid"], entry["question"], body, 200, 0.0, calls, passages)
+        out.setdefault(name, []).append(asked)
+    return out
+
+
 def report(
     name: str, asked: list[Asked], judge: Judge | None, *, judge_old: bool = True
 ) -> list[str]:
@@ -454,6 +498,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-recorded", action="store_true", help="skip the recorded fixtures")
     parser.add_argument("--dump", type=Path, help="write every answer and verdict as JSON")
     parser.add_argument(
+        "--rescore",
+        type=Path,
+        help="score the replies of a --dump file with the current verifier (no model, "
+        "no retrieval; the judge still calls the server unless --no-judge)",
+    )
+    parser.add_argument(
         "--export-fixtures", action="store_true", help="also write the replies as test fixtures"
     )
     args = parser.parse_args(argv)
@@ -482,6 +532,20 @@ def main(argv: list[str] | None = None) -> int:
             assert judge is not None, "--judge-only needs a judge"
             print(agreement(judge, LABELS))
             print(agreement(judge, SUPPORT_LABELS))
+            return 0
+        if args.rescore:
+            wanted = [q for q in args.qids.split(",") if q]
+            every: tuple[list[Any], list[Any]] = ([], [])
+            for name, group in rescore_dump(args.rescore, wanted).items():
+                new = [score_new(a) for a in group]
+                old = [score_old(a) for a in group]
+                if judge is not None:
+                    judge_all(judge, new if args.judge_new_only else new + old)
+                lines += [row(name, "today", old), row(name, "new", new)]
+                every[0].extend(old)
+                every[1].extend(new)
+            lines += [row("all", "today", every[0]), row("all", "new", every[1])]
+            print("\n".join(lines))
             return 0
         answers_offline = args.offline or args.cached_answers
         fixtures = [] if args.no_recorded else replay_fixtures()
@@ -515,6 +579,11 @@ def main(argv: list[str] | None = None) -> int:
                     "body": a.body,
                     "reply": a.reply,
                     "reasons": a.reasons,
+                    "latency_s": round(a.latency_s, 3),
+                    "usage": {
+                        "prompt_tokens": score_new(a).input_tokens,
+                        "completion_tokens": score_new(a).output_tokens,
+                    },
                     "passages": [asdict(p) for p in a.passages],
                 }
                 for a in asked
