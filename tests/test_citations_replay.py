@@ -104,3 +104,26 @@ def test_unanswerable_questions_end_in_an_abstention(support: Any) -> None:
                 assert not verified.abstained, (fixture["qid"], "fixed: drop known_failure")
             else:
                 assert verified.abstained, (fixture["qid"], [s.text for s in verified.sentences])
+
+
+def _fixture(qid: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{qid}.json").read_text("utf-8"))
+
+
+def test_recorded_replies_the_added_checks_decide(support: Any) -> None:
+    # mkdocs-17: a sentence copied from one line of a long passage (cosine 0.24 with
+    # the section, so it was removed) is kept on that line's meaning.
+    _, _, verified = replay(_fixture("mkdocs-17"), support)
+    shown = [s.text for s in verified.sentences]
+    assert "The path must be relative to the location of the primary file." in shown
+    # material-03: `theme.palette.primary` is the passage's YAML nesting, not a word of it.
+    _, _, verified = replay(_fixture("material-03"), support)
+    assert any("`theme.palette.primary`" in s.text for s in verified.sentences)
+    # material-15: the invented `search.toml` block is removed, and with it the lead-in
+    # "… you would add:" that introduced it; nothing supported is left.
+    _, _, verified = replay(_fixture("material-15"), support)
+    assert verified.abstained and verified.sentences == []
+    assert any("introduces what follows" in r for r in verified.reasons)
+    # httpx-01b: the denial of HTTPX's default timeout is not shown.
+    _, _, verified = replay(_fixture("httpx-01b"), support)
+    assert not any("does not have a default timeout" in s.text for s in verified.sentences)
