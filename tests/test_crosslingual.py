@@ -180,3 +180,114 @@ def test_unknown_words_are_counted_on_the_whole_dictionary_not_the_filtered_glos
     assert crosslingual.unknown_share("超时？", index.bm25) == 0.0
     assert crosslingual.unknown_share("怎么开启 HTTP/2？", index.bm25) == 0.0
     assert crosslingual.unknown_share("？", index.bm25) is None  # nothing to count
+
+
+def test_function_words_are_not_glossed_in_either_script() -> None:
+    d = crosslingual.dictionary()
+    assert d is not None
+    # 把 "to hold", 让 "to yield", 在 "to exist": grammar, not topic.
+    for word in ("把", "让", "在", "为什么", "怎么办", "這個", "為什麼"):
+        assert d.senses_of(word) == [], word
+    gloss = crosslingual.gloss("怎么让客户端的所有请求都走代理服务器？")
+    assert not {"yield", "hold", "exist", "reason"} & set(gloss.split())
+    assert {"client", "proxy", "server"} <= set(gloss.split())
+
+
+def test_the_senses_counted_are_the_ones_the_docs_use_whole_senses_first() -> None:
+    d = crosslingual.dictionary()
+    assert d is not None
+    # 块: "lump (of earth)" first; a single character keeps one sense: the first the docs use.
+    assert d.senses_of("块") == [["lump"]]
+    assert d.senses_of("块", keep={"chunk", "piece"}.__contains__) == [["chunk"]]
+    # 顶部 "roof / topmost part / top": of "topmost part" the docs use only "part".
+    assert d.senses_of("顶部", keep={"part", "top"}.__contains__)[0] == ["top"]
+
+
+def test_pivot_synonyms_bridge_the_dictionarys_wording_and_the_docs() -> None:
+    d = crosslingual.dictionary()
+    assert d is not None
+    assert "build" in d.synonyms("construct")  # 构建 is "to construct" only
+    assert {"alter", "change"} <= set(d.synonyms("modify"))
+    assert d.synonyms("timeout") == []  # too few dictionary words to draw from
+
+
+def test_structured_scores_count_a_word_once_however_many_senses_gloss_it(index: Index) -> None:
+    bm25 = index.bm25
+    one = crosslingual.structured_scores(bm25, [[["timeout"]], [["proxy"]]])
+    many = crosslingual.structured_scores(
+        bm25, [[["timeout"], ["timeout", "network"], ["inactivity"]], [["proxy"]]]
+    )
+    flat = bm25.score(["timeout", "timeout", "network", "inact", "proxi"])
+    timeouts = index.chunks.row_of(
+        next(c["id"] for c in index.chunks if c["anchor"] == "timeouts")  # type: ignore[index]
+    )
+    proxies = index.chunks.row_of(
+        next(c["id"] for c in index.chunks if c["anchor"] == "http-proxies")  # type: ignore[index]
+    )
+    # The proxy word weighs the same against one sense or three of the other word...
+    assert many[proxies] == pytest.approx(one[proxies])
+    # ...while a flat query of every sense's words lets the timeout word outweigh it.
+    assert flat[timeouts] / flat[proxies] > many[timeouts] / many[proxies]
+
+
+def test_every_sense_is_searched_not_only_the_chosen_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 公告 is "post / announcement"; on a site with a blog, co-occurrence can choose
+    # "post" (on Material's docs it did): the announcement section must still be found.
+    pages = [
+        _page("blog/", "Blog", "pinning", "Pinning a post",
+              "Pin a post to the top of the blog index page. A pinned post shows first."),
+        _page("header/", "Header", "announcement-bar", "Announcement bar",
+              "Show an announcement at the top of every page in the announcement bar."),
+    ]  # fmt: skip
+    build(pages, tmp_path / "index", BuildConfig())
+    idx = read_index(tmp_path / "index")
+    retriever = Retriever(idx, Embedder(ModelSpec.from_dir(idx.model_dir)))
+    question = "怎么在页面顶部显示一条公告？"
+    # The sense choice going wrong: the dictionary's first sense of every word.
+    monkeypatch.setattr(crosslingual, "_choose", lambda items, bm25: [s[:1] for s in items])
+    glossed = crosslingual.translate(question, bm25=idx.bm25)
+    assert "post" in glossed.text.split() and "announcement" not in glossed.text.split()
+    assert any(("announcement",) in group for group in glossed.groups)
+    assert _top(retriever, question) == "header/#announcement-bar"
+
+
+def test_a_glossed_question_has_its_own_refusal_threshold(index: Index) -> None:
+    from anchored_query import extractive
+    from anchored_query.evidence import THRESHOLDS
+
+    model = "all-MiniLM-L6-v2"
+    assert (
+        extractive._threshold(model, "怎么关闭超时？", index)
+        == (crosslingual.GLOSS_THRESHOLDS[model])
+    )
+    assert crosslingual.GLOSS_THRESHOLDS[model] < THRESHOLDS[model]
+    assert extractive._threshold(model, "", index) == THRESHOLDS[model]
+    assert extractive._threshold(model, "How do I disable the timeout?", index) == THRESHOLDS[model]
+
+
+def test_off_topic_chinese_questions_on_chinese_pages_are_refused(
+    retriever: Retriever, tmp_path: Path
+) -> None:
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+    from anchored_query.validation import AskRequest
+
+    pages = [
+        _page("zh/", "安装", "pip", "使用 pip 安装", "使用 pip 安装插件，然后在配置文件中启用它。"),
+        _page("zh/deploy/", "部署", "s3", "发布索引", "把索引发布到存储桶，然后部署查询函数。"),
+        _page("zh/port/", "端口", "port", "修改端口", "服务默认监听 7070 端口，在配置文件中修改。"),
+    ]
+    build(pages, tmp_path / "zh", BuildConfig())
+    zh = read_index(tmp_path / "zh")
+    # The shipped English model finds any Chinese text near any Chinese question.
+    embed = retriever.embedder.embed_query
+    assert crosslingual.dense_is_noise("附近哪家餐厅的披萨最好吃？", embed, zh.bm25)
+    assert not crosslingual.dense_is_noise("Which port is the default?", embed, zh.bm25)
+    engine = Engine(Settings(index=str(zh.path), cache_dir=str(tmp_path / "cache")))
+    for off_topic in ("附近哪家餐厅的披萨最好吃？", "明天北京的天气怎么样？", "什么是量子计算？"):
+        assert engine.ask(AskRequest(question=off_topic, mode="extractive"))["abstained"], off_topic
+    answer = engine.ask(AskRequest(question="默认端口是多少？", mode="extractive"))
+    assert not answer["abstained"]
+    assert answer["citations"][0]["url"].startswith("zh/port/")

@@ -347,6 +347,12 @@ class Engine:
             history=request.history,
             mask=loaded.retriever.mask(request.scope, prepared.language.searched),
             asked=request.question if hits.gloss else "",
+            # The language decision answered these hits over the same pages already.
+            decided=(
+                hits.decided[1]
+                if hits.decided and hits.decided[0] == prepared.language.searched
+                else None
+            ),
         )
         prepared.timings["extractive"] = ms(time.perf_counter() - t)
         if prepared.reason:

@@ -49,6 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from anchored_query import crosslingual
 from anchored_query.evidence import (
     THRESHOLDS,
     WITH_PRIOR,
@@ -256,7 +257,17 @@ def answer_extractively(
         prior=in_evidence,
         asked=asked,
     )
-    confidence = probability_answerable(evidence, model)
+    # A CJK question on CJK pages, with an embedder that does not relate it to its
+    # own English gloss: the dense signals are noise and the lexical-only model decides.
+    calibrated = model
+    if (
+        not asked
+        and embedder is not None
+        and index is not None
+        and crosslingual.dense_is_noise(question, embedder.embed_query, index.bm25)
+    ):
+        calibrated = ""
+    confidence = probability_answerable(evidence, calibrated)
     earlier = [t.content for t in history if t.role == "user"][-1:]
     if earlier and embedder is not None and index is not None:
         # A follow-up ("and how do I lower that?") is about the turn before it too.
@@ -279,9 +290,11 @@ def answer_extractively(
             prior=in_evidence,
             asked=asked,
         )
-        if probability_answerable(follow, model) > confidence:
-            evidence, confidence = follow, probability_answerable(follow, model)
-    threshold = min_confidence if min_confidence is not None else _threshold(model)
+        if probability_answerable(follow, calibrated) > confidence:
+            evidence, confidence = follow, probability_answerable(follow, calibrated)
+    threshold = (
+        min_confidence if min_confidence is not None else _threshold(calibrated, asked, index)
+    )
     if confidence < threshold:
         return ExtractiveResult(
             [],
@@ -346,7 +359,13 @@ def _focus(
     return best_vector, best, chosen
 
 
-def _threshold(model: str) -> float:
+def _threshold(model: str, asked: str = "", index: Index | None = None) -> float:
+    """The refusal threshold; a question answered through its dictionary gloss has
+    its own (:data:`anchored_query.crosslingual.GLOSS_THRESHOLDS`)."""
+    if asked and index is not None and crosslingual.needs_gloss(asked, index.bm25):
+        glossed = crosslingual.GLOSS_THRESHOLDS.get(model)
+        if glossed is not None:
+            return glossed
     return THRESHOLDS.get(model, THRESHOLDS[""])
 
 

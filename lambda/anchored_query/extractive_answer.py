@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from anchored_query.extractive import answer_extractively
+from anchored_query.extractive import ExtractiveResult, answer_extractively
 from anchored_query.prompt import estimate_tokens
 from anchored_query.response import covered
 from anchored_query.retrieval import Retriever
@@ -39,6 +39,7 @@ def answer_extractive(
     history: Sequence[Turn] = (),
     mask: np.ndarray | None = None,
     asked: str = "",
+    decided: ExtractiveResult | None = None,
 ) -> dict[str, Any]:
     """The extractive answer to ``question`` as ``/v1/ask`` returns it (without ids, timings).
 
@@ -50,9 +51,11 @@ def answer_extractive(
     the retrieval evidence says the docs are silent, and then cites the
     sections that come closest. ``mask``: the chunks in scope (the evidence is
     gathered over them; retrieval's row mask). ``asked``: the question as the
-    reader wrote it when ``question`` is its English gloss.
+    reader wrote it when ``question`` is its English gloss. ``decided``: the
+    answerer's result for these very arguments, already computed (the language
+    decision's, languages.py).
     """
-    result = answer_extractively(
+    result = decided or answer_extractively(
         question,
         passages,
         index=index,

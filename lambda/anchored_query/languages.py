@@ -33,8 +33,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from anchored_query import crosslingual
-from anchored_query.evidence import THRESHOLDS, probability_answerable
 from anchored_query.extractive import answer_extractively
 from anchored_query.retrieval import Ranking, Retriever, Scope
 from anchored_query.types import Passage, Turn
@@ -152,20 +150,11 @@ def extractive_decider(
     For a CJK question (not glossed) with an embedder that does not place it near
     its own English gloss (all-MiniLM-L6-v2 is English-only: it finds any Chinese
     text about as close to any Chinese question), the dense signals are noise and
-    the lexical-only model decides (``evidence.COEFFICIENTS[""]``).
+    the answerer's lexical-only model decides
+    (:func:`anchored_query.crosslingual.dense_is_noise`), as in the final answer.
     """
     index = retriever.index
     model = str(index.manifest["model"]["name"])
-    relates: list[bool] = []  # worked out once per request, when needed
-
-    def dense_is_noise(text: str) -> bool:
-        if not crosslingual.has_cjk(text):
-            return False
-        if not relates:
-            english = crosslingual.gloss(text, bm25=index.bm25)
-            embed = retriever.embedder.embed_query
-            relates.append(bool(english) and crosslingual.same_meaning(embed(text), embed(english)))
-        return not relates[0]
 
     def answers(hits: Ranking, langs: tuple[str, ...]) -> bool:
         text = hits.gloss or question
@@ -179,9 +168,9 @@ def extractive_decider(
             similarity=hits.best_similarity,
             mask=retriever.mask(scope, langs),
             history=history,
+            asked=question if hits.gloss else "",
         )
-        if result.evidence is not None and dense_is_noise(text):
-            return probability_answerable(result.evidence, "") >= THRESHOLDS[""]
+        hits.decided = (langs, result)
         return not result.abstained
 
     return answers

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,10 @@ class Ranking(list[Hit]):
     # (crosslingual.py), "" otherwise; best_similarity / query_vector are then the
     # better of the question's and the gloss's.
     gloss: str = ""
+    # The language decision's extractive answer on these hits, with the languages it
+    # was gathered over (languages.py): the answer step reuses it instead of
+    # answering the same hits again.
+    decided: tuple[tuple[str, ...], Any] | None = None
 
 
 def rrf(rankings: Sequence[np.ndarray], n: int, k: int = RRF_K) -> np.ndarray:
@@ -165,8 +170,10 @@ class Retriever:
         if gloss and langs and texts and not cross:
             cross = crosslingual.has_cjk(texts[0]) and not any(map(_cjk_language, langs))
         vectors: dict[str, np.ndarray] = {}
+        glossed = crosslingual.Gloss()
         if cross:
-            ranking.gloss = crosslingual.gloss(texts[0], bm25=self.index.bm25)
+            glossed = crosslingual.translate(texts[0], bm25=self.index.bm25)
+            ranking.gloss = glossed.text
             if ranking.gloss:
                 texts.append(ranking.gloss)
                 if "dense" in retrievers:
@@ -189,7 +196,13 @@ class Retriever:
                 fused += _max_normalised(dense)
             # With a gloss (which keeps the question's Latin words), CJK bigrams
             # would only match the odd Chinese word of English docs.
-            if "bm25" in retrievers and not (ranking.gloss and crosslingual.has_cjk(text)):
+            if "bm25" in retrievers and ranking.gloss and text == ranking.gloss:
+                # One query term per Chinese word, however many senses glossed it.
+                lexical = crosslingual.structured_scores(
+                    self.index.bm25, glossed.groups, partial(corrected, self.index.bm25)
+                )
+                fused += _max_normalised(lexical)
+            elif "bm25" in retrievers and not (ranking.gloss and crosslingual.has_cjk(text)):
                 terms = corrected(self.index.bm25, tokenize(text))  # typos: the index's spelling
                 fused += _max_normalised(self.index.bm25.score(terms))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))

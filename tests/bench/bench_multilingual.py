@@ -1,7 +1,8 @@
 """The shipped English model against multilingual-e5-small, on the three real docs sites.
 
     python tests/bench/bench_multilingual.py [--out /tmp/anchored-bench/realdocs]
-        [--sites mkdocs httpx material] [--split all|dev|test] [--runs 3] [--retrieval-only]
+        [--sites mkdocs httpx material anchored] [--split all|dev|test ...] [--runs 3]
+        [--retrieval-only] [--existing-only] [--calibrate-gloss]
 
 Needs ``pip install -e '.[dev]'`` (the ``multilingual`` extra) and, once,
 ``anchored model install multilingual-e5-small``. Every site is built with each
@@ -22,7 +23,13 @@ Measured, per model:
   with the gloss; the no-LLM answer (extractive ``ask``) to every Chinese question:
   answerable ones answered and quoting a gold section, unanswerable ones answered;
   the dictionary's load time and RSS in a new process. ``--retrieval-only`` stops
-  there.
+  there. With the ``dev`` split, also hit@10 of ``data/zh-dev.jsonl``: Chinese
+  translations of the sites' English dev questions (column "ZH translated").
+* ``--calibrate-gloss``: the refusal threshold for questions answered through the
+  gloss (``crosslingual.GLOSS_THRESHOLDS``), fitted on every dev Chinese question
+  (the sets' own and the translated ones), then stops.
+* ``--existing-only``: a model's site never built with it is skipped (no multi-minute
+  build; e5 has no build of this project's docs, ``anchored``).
 * **Build**: the recorded ``mkdocs build`` time of each site with a cold embedding
   cache (plugin included; "(warm)" when only a warm build was recorded), the index
   size, and the time to embed one site's chunk texts in this process
@@ -51,7 +58,7 @@ sys.path.insert(0, str(HERE))
 import realdocs  # noqa: E402
 
 MODELS = ("all-MiniLM-L6-v2", "multilingual-e5-small")
-SITES = ("mkdocs", "httpx", "material")
+SITES = ("mkdocs", "httpx", "material", "anchored")
 DEPTH = 10
 
 _CHILD = r"""
@@ -75,6 +82,34 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "query_s": t3 - t2,
                   "rss_mb": status.get("VmRSS"), "peak_mb": status.get("VmHWM"),
                   "results": len(result["results"])}))
 """
+
+
+TRANSLATED = HERE / "data" / "zh-dev.jsonl"
+
+
+def translated(site: str) -> list[dict[str, Any]]:
+    """Chinese translations of the site's English ``dev`` questions
+    (``data/zh-dev.jsonl``: each names its source question, whose gold sections and
+    answerability it takes); development only, never reported as test figures."""
+    source = {r["qid"]: r for r in realdocs.load_set(realdocs.DATA / f"{site}.jsonl")}
+    out = []
+    with open(TRANSLATED, encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            original = source.get(row["source"])
+            if original is None:
+                continue
+            assert original["split"] == "dev", row["source"]
+            out.append(
+                {
+                    **original,
+                    "qid": f"zh-{row['source']}",
+                    "question": row["question"],
+                    "lang": "zh",
+                    "translated": True,
+                }
+            )
+    return out
 
 
 def questions(site: str, split: str) -> list[dict[str, Any]]:
@@ -135,7 +170,77 @@ def retrieval(index: Path, site: str, split: str) -> dict[str, Any]:
         "zh_nogloss": score(engine, zh, ("dense", "bm25"), gloss=False),
         "zh_dense": score(engine, zh, ("dense",), gloss=False),
         "en_dense": score(engine, en, ("dense",)),
+        # The translated dev questions (answerable ones; an empty score off dev).
+        "zt": score(
+            engine,
+            [r for r in translated(site) if r["answerable"] and split in ("dev", "all")],
+            ("dense", "bm25"),
+        ),
     }
+
+
+def gloss_confidences(index: Path, site: str) -> list[tuple[bool, float]]:
+    """(answerable, the extractive answerer's confidence) of every dev Chinese
+    question of the site, its own and the translated ones, answered through the
+    gloss as ``/v1/ask`` does (bench_extractive's retrieval and call)."""
+    import bench_extractive
+    from anchored_query.extractive import answer_extractively
+
+    retriever, model = bench_extractive.load_retriever(index)
+    own = [
+        r
+        for r in realdocs.load_set(realdocs.DATA / f"{site}.jsonl")
+        if r["lang"] == "zh" and r["split"] == "dev"
+    ]
+    out = []
+    for row in own + translated(site):
+        passages, hits = bench_extractive.retrieve(retriever, row["question"])
+        result = answer_extractively(
+            hits.gloss or row["question"],
+            passages,
+            index=retriever.index,
+            embedder=retriever.embedder,
+            model=model,
+            question_vector=hits.query_vector,
+            similarity=hits.best_similarity,
+            min_confidence=0.0,
+            asked=row["question"] if hits.gloss else "",
+        )
+        out.append((bool(row["answerable"] and row["gold_refs"]), result.confidence))
+    return out
+
+
+def calibrate_gloss(args: argparse.Namespace) -> None:
+    """The refusal threshold for glossed questions, per model: the lowest that answers
+    at most 10% of the unanswerable dev Chinese questions (the rule
+    calibrate_abstention.py applies to each family of unanswerable questions)."""
+    print("\n### Refusal threshold for Chinese questions answered through the gloss (dev)\n")
+    print(
+        "| model | answerable n | unanswerable n | threshold | answerable answered "
+        "| unanswerable answered | at the English threshold: answered / unanswerable answered |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    from anchored_query.evidence import THRESHOLDS
+
+    for model in MODELS:
+        points: list[tuple[bool, float]] = []
+        for site in built_sites(args, model):
+            points += gloss_confidences(realdocs.site_root(args.out, site, model) / "index", site)
+        yes = sorted(c for a, c in points if a)
+        no = sorted((c for a, c in points if not a), reverse=True)
+        allowed = int(0.1 * len(no))  # unanswerable questions that may be answered
+        threshold = round(no[allowed] + 1e-4, 4) if len(no) > allowed else 0.0
+        english = THRESHOLDS.get(model, THRESHOLDS[""])
+
+        def answered(values: list[float], t: float) -> int:
+            return sum(v >= t for v in values)
+
+        print(
+            f"| {model} | {len(yes)} | {len(no)} | {threshold} "
+            f"| {answered(yes, threshold)} | {answered(no, threshold)} "
+            f"| {answered(yes, english)} / {answered(no, english)} |"
+        )
+        print(f"{model} confidences: yes={yes} no={no}", file=sys.stderr)
 
 
 def zh_answers(index: Path, site: str, split: str, gloss: bool) -> dict[str, int]:
@@ -202,7 +307,11 @@ before = rss()
 t0 = time.perf_counter()
 d = crosslingual.dictionary()
 seconds = time.perf_counter() - t0
-print(json.dumps({"load_s": seconds, "rss_mb": rss() - before, "entries": d.stats.entries}))
+t1 = time.perf_counter()
+d.synonyms("construct")  # the pivot table, built at the first glossed question
+pivot = time.perf_counter() - t1
+print(json.dumps({"load_s": seconds, "pivot_s": pivot, "rss_mb": rss() - before,
+                  "entries": d.stats.entries}))
 """
 
 
@@ -241,7 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=realdocs.DEFAULT_OUT)
     parser.add_argument("--sites", nargs="+", choices=SITES, default=list(SITES))
-    parser.add_argument("--split", choices=("all", "dev", "test"), default="all")
+    parser.add_argument(
+        "--split",
+        nargs="+",
+        choices=("all", "dev", "test"),
+        default=["all"],
+        help="one set of retrieval and answer tables per split named",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--embed-site", default="httpx", choices=SITES)
     parser.add_argument("--cold-site", default="material", choices=SITES)
@@ -253,24 +368,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retrieval-only", action="store_true", help="skip build, memory and cold start"
     )
+    parser.add_argument(
+        "--existing-only",
+        action="store_true",
+        help="skip a model's site that was never built with it (no build started)",
+    )
+    parser.add_argument(
+        "--calibrate-gloss",
+        action="store_true",
+        help="print the refusal threshold for glossed questions fitted on the dev ones, then stop",
+    )
     args = parser.parse_args(argv)
+    if args.calibrate_gloss:
+        calibrate_gloss(args)
+        return 0
+    for split in args.split:
+        report_split(args, split)
+    if args.retrieval_only:
+        return 0
+    report_costs(args)
+    return 0
 
+
+def built_sites(args: argparse.Namespace, model: str) -> list[str]:
+    """The sites measured for ``model`` (all of ``--sites``, unless ``--existing-only``)."""
+    return [
+        s
+        for s in args.sites
+        if not args.existing_only
+        or (realdocs.site_root(args.out, s, model) / "index" / "manifest.json").is_file()
+    ]
+
+
+def report_split(args: argparse.Namespace, split: str) -> None:
+    """The retrieval and no-LLM answer tables of one question split."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    builds: dict[tuple[str, str], dict[str, Any]] = {}
     for model in MODELS:
-        for site in args.sites:
+        for site in built_sites(args, model):
             root = realdocs.build(site, args.out, model, stale_ok=args.stale_ok)
-            stamp = json.loads((root / "stamp.json").read_text("utf-8"))
-            builds[model, site] = {
-                "build_s": stamp.get("cold_build_s", stamp["build_s"]),
-                "cold": "cold_build_s" in stamp or stamp.get("cache_cold", True),
-                "index_mb": dir_mb(root / "index"),
-                "chunks": (root / "index" / "chunks.jsonl").read_bytes().count(b"\n"),
-            }
-            rows[model, site] = retrieval(root / "index", site, args.split)
+            rows[model, site] = retrieval(root / "index", site, split)
             print(f"{model} {site}: {rows[model, site]}", file=sys.stderr)
 
-    print(f"### Retrieval (answerable questions, split: {args.split}; hybrid = the engine's)\n")
+    print(f"### Retrieval (answerable questions, split: {split}; hybrid = the engine's)\n")
     print(
         "ZH before = without the dictionary gloss (crosslingual.py); EN with / without "
         "it must be equal (an English question is never glossed).\n"
@@ -283,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for site in args.sites:
         for model in MODELS:
+            if (model, site) not in rows:
+                print(f"| {site} | {model} | not built |")
+                continue
             r = rows[model, site]
             print(
                 f"| {site} | {model} | {r['en']['n']} | {pct(r['en']['hit10'])} "
@@ -294,22 +436,23 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| model | EN hit@10 (all sites) | EN MRR@10 | ZH hit@10 before | ZH MRR@10 before "
-        "| ZH hit@10 | ZH MRR@10 | ZH hit@10 dense, no gloss |"
+        "| ZH hit@10 | ZH MRR@10 | ZH hit@10 dense, no gloss | ZH translated: n, hit@10 |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for model in MODELS:
         agg: dict[str, float] = {}
-        for part in ("en", "zh", "zh_nogloss", "zh_dense"):
-            n = sum(rows[model, s][part]["n"] for s in args.sites)
+        for part in ("en", "zh", "zh_nogloss", "zh_dense", "zt"):
+            sites = [s for s in args.sites if (model, s) in rows]
+            n = sum(rows[model, s][part]["n"] for s in sites)
+            agg[f"{part}_n"] = n
             for metric in ("hit10", "mrr10"):
-                total = sum(
-                    rows[model, s][part][metric] * rows[model, s][part]["n"] for s in args.sites
-                )
+                total = sum(rows[model, s][part][metric] * rows[model, s][part]["n"] for s in sites)
                 agg[f"{part}_{metric}"] = total / n if n else 0.0
         print(
             f"| {model} | {pct(agg['en_hit10'])} | {agg['en_mrr10']:.2f} "
             f"| {pct(agg['zh_nogloss_hit10'])} | {agg['zh_nogloss_mrr10']:.2f} "
-            f"| {pct(agg['zh_hit10'])} | {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} |"
+            f"| {pct(agg['zh_hit10'])} | {agg['zh_mrr10']:.2f} | {pct(agg['zh_dense_hit10'])} "
+            f"| {agg['zt_n']:.0f}, {pct(agg['zt_hit10'])} |"
         )
     print("\n### No-LLM answers to the Chinese questions (extractive), before / after the gloss\n")
     print(
@@ -322,10 +465,10 @@ def main(argv: list[str] | None = None) -> int:
             g: {"n": 0, "answered": 0, "gold": 0, "un_n": 0, "un_answered": 0}
             for g in (False, True)
         }
-        for site in args.sites:
+        for site in built_sites(args, model):
             index = realdocs.site_root(args.out, site, model) / "index"
             for g in (False, True):
-                for key, value in zh_answers(index, site, args.split, g).items():
+                for key, value in zh_answers(index, site, split, g).items():
                     tot[g][key] += value
         b, a = tot[False], tot[True]
         print(
@@ -335,12 +478,24 @@ def main(argv: list[str] | None = None) -> int:
     dictionary = dictionary_cost()
     print(
         f"\nDictionary (CC-CEDICT, loaded at the first Chinese question on a non-CJK index, "
-        f"in a new process): {dictionary['load_s']:.2f} s, +{dictionary['rss_mb']:.0f} MB RSS, "
+        f"in a new process): {dictionary['load_s']:.2f} s + {dictionary['pivot_s']:.2f} s "
+        f"for the synonym table, +{dictionary['rss_mb']:.0f} MB RSS, "
         f"{dictionary['entries']} headwords.\n"
     )
-    if args.retrieval_only:
-        return 0
 
+
+def report_costs(args: argparse.Namespace) -> None:
+    """Build time, index size, embedding time, cold start and memory per model."""
+    builds: dict[tuple[str, str], dict[str, Any]] = {}
+    for model in MODELS:
+        for site in built_sites(args, model):
+            root = realdocs.build(site, args.out, model, stale_ok=args.stale_ok)
+            stamp = json.loads((root / "stamp.json").read_text("utf-8"))
+            builds[model, site] = {
+                "build_s": stamp.get("cold_build_s", stamp["build_s"]),
+                "cold": "cold_build_s" in stamp or stamp.get("cache_cold", True),
+                "index_mb": dir_mb(root / "index"),
+            }
     print("\n### Build, memory, cold start\n")
     print(
         f"| model | mkdocs build s ({', '.join(args.sites)}) | index MB | "
@@ -353,8 +508,11 @@ def main(argv: list[str] | None = None) -> int:
         build_s = ", ".join(
             f"{builds[model, s]['build_s']:.0f}{'' if builds[model, s]['cold'] else ' (warm)'}"
             for s in args.sites
+            if (model, s) in builds
         )
-        index_mb = ", ".join(f"{builds[model, s]['index_mb']:.0f}" for s in args.sites)
+        index_mb = ", ".join(
+            f"{builds[model, s]['index_mb']:.0f}" for s in args.sites if (model, s) in builds
+        )
         embed_index = realdocs.site_root(args.out, args.embed_site, model) / "index"
         seconds, count = embed_time(embed_index, model)
         cold_index = realdocs.site_root(args.out, args.cold_site, model) / "index"
@@ -364,7 +522,6 @@ def main(argv: list[str] | None = None) -> int:
             f"| {c['wall_s']:.2f} | {c['import_s']:.2f} / {c['load_s']:.2f} / {c['query_s']:.3f} "
             f"| {c['rss_mb']:.0f} | {c['peak_mb']:.0f} |"
         )
-    return 0
 
 
 if __name__ == "__main__":
