@@ -1,7 +1,7 @@
 """The ASGI app for uvicorn under the AWS Lambda Web Adapter (run.sh; template.yaml with
 ResponseStreaming=true): the same app as handler.py's, which Mangum serves buffered."""
 
-from anchored_query.index_store import prefetch
+from anchored_query.prefetch import prefetch
 from anchored_query.settings import Settings
 
 settings = Settings.from_env()

@@ -1,6 +1,6 @@
 """AWS Lambda entry point: hand the event to the ASGI app."""
 
-from anchored_query.index_store import prefetch
+from anchored_query.prefetch import prefetch
 from anchored_query.settings import Settings
 
 settings = Settings.from_env()

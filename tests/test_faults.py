@@ -25,7 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anchored_query.index_store as index_store
+import anchored_query.s3_source as s3_source
 import httpx
 import pytest
 from anchored_query.app import create_app
@@ -498,14 +498,14 @@ class SmallDisk:
                     return SimpleNamespace(total=total, used=used, free=max(0, total - used))
                 return real_usage(path)
 
-            self.monkeypatch.setattr(index_store.shutil, "disk_usage", usage)
+            self.monkeypatch.setattr(s3_source.shutil, "disk_usage", usage)
 
     def fill(self) -> Path:
         """Take all the space that is left (another process filling /tmp)."""
         filler = self.path / ".filler"
         if not self.real:
             self.monkeypatch.setattr(
-                index_store.shutil,
+                s3_source.shutil,
                 "disk_usage",
                 lambda _: SimpleNamespace(total=1, used=1, free=0),
             )
@@ -583,7 +583,7 @@ def test_running_out_of_space_mid_download_cleans_up_and_recovers(
     s3 = s3_env
     publish(qa_index, s3.url, client=s3.client)
     plenty = SimpleNamespace(total=1 << 40, used=0, free=1 << 40)
-    monkeypatch.setattr(index_store.shutil, "disk_usage", lambda _: plenty)
+    monkeypatch.setattr(s3_source.shutil, "disk_usage", lambda _: plenty)
     if not small_disk.real:
         real_replace = os.replace
 
@@ -592,7 +592,7 @@ def test_running_out_of_space_mid_download_cleans_up_and_recovers(
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             real_replace(src, dst)
 
-        monkeypatch.setattr(index_store.os, "replace", full)
+        monkeypatch.setattr(s3_source.os, "replace", full)
 
     app = create_app(settings_for(s3.url, tmp_path, cache_dir=str(small_disk.path)))
     with TestClient(app, raise_server_exceptions=False) as c:
@@ -605,7 +605,7 @@ def test_running_out_of_space_mid_download_cleans_up_and_recovers(
         if small_disk.real:
             small_disk.resize(64)
         else:
-            monkeypatch.setattr(index_store.os, "replace", os.replace)
+            monkeypatch.setattr(s3_source.os, "replace", os.replace)
         time.sleep(int(response.headers["retry-after"]))
         assert c.get("/v1/search", params={"q": "port"}).status_code == 200
 

@@ -12,15 +12,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anchored_query.index_store as index_store
+import anchored_query.s3_source as s3_source
 import pytest
-from anchored_query.index_store import (
-    IndexSource,
-    IndexStoreError,
-    LocalIndexSource,
-    S3IndexSource,
-    with_retries,
-)
+from anchored_query.index_store import IndexSource, IndexStoreError
+from anchored_query.local_source import LocalIndexSource
+from anchored_query.s3_source import S3IndexSource, with_retries
 from botocore.exceptions import ClientError, EndpointConnectionError
 from s3server import MotoS3, S3Bucket, moto_s3, s3, write_fake_index
 
@@ -221,7 +217,7 @@ def test_running_out_of_space_while_writing_is_a_clear_error(
     def full(*_: Any) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(index_store.os, "replace", full)
+    monkeypatch.setattr(s3_source.os, "replace", full)
     with pytest.raises(IndexStoreError, match="no space left in"):
         _source(s3, tmp_path, Clock()).fetch()
     assert not [p for p in tmp_path.rglob("*.part")]
@@ -340,7 +336,7 @@ def test_eviction_deletes_only_the_build_folders_the_cache_made(
     _publish(s3, tmp_path, 1)
     source = _source(s3, tmp_path, clock)
     first = source.fetch()
-    assert (first / index_store.CACHE_MARKER).is_file()
+    assert (first / s3_source.CACHE_MARKER).is_file()
     for n in (2, 3, 4):
         _publish(s3, tmp_path, n)
         clock.now += 31
@@ -348,7 +344,7 @@ def test_eviction_deletes_only_the_build_folders_the_cache_made(
     for name, data in precious.items():
         assert (cache / name).read_bytes() == data, name
     assert not first.exists()  # the cache's own old builds are still evicted
-    marked = [p for p in cache.iterdir() if (p / index_store.CACHE_MARKER).is_file()]
+    marked = [p for p in cache.iterdir() if (p / s3_source.CACHE_MARKER).is_file()]
     assert len(marked) == 2
 
 

@@ -257,16 +257,16 @@ def test_a_cold_start_prefetches_the_default_version(
 ) -> None:
     """Lambda's prefetch() of a versioned store downloads the default version where its
     engine looks, so the first request finds it in the cache."""
-    from anchored_query import index_store
+    from anchored_query import prefetch
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
     store = f"s3://{s3.name}/docs"
     for version, aliases in (("1.0", []), ("2.0", ["latest"])):
         publish_version(mike_site.store / "versions" / version, store, version, aliases=aliases)
     cache = tmp_path / "cache"
-    assert index_store.prefetch(store, cache_dir=cache)
-    with index_store._prefetches_lock:
-        threads = list(index_store._prefetches.values())
+    assert prefetch.prefetch(store, cache_dir=cache)
+    with prefetch._prefetches_lock:
+        threads = list(prefetch._prefetches.values())
     for thread in threads:
         thread.join(60)
     build = json.loads((mike_site.store / "versions" / "2.0" / "manifest.json").read_text())

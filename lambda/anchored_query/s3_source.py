@@ -1,0 +1,476 @@
+"""An S3 index (``s3://bucket/prefix``) copied into a local cache.
+
+The cache is ``/tmp/anchored/<build_id>/`` on Lambda, filled by following
+``current.json`` -> the build's ``manifest.json`` -> its files. Every file is
+written under a temporary name, checked against the manifest's SHA-256 and
+size, then renamed, so a file with its final name in the cache is always a
+verified one; the manifest is written last and marks the build complete. A
+file another cached build already has (the ONNX model, shared across builds
+by its hash) is hard-linked instead of downloaded again.
+
+``check_for_update()`` is cheap enough to call on every request: at most once
+every ``refresh_s`` seconds it sends a conditional GET of ``current.json``
+(``If-None-Match`` the ETag seen last). When a new build fails verification it
+raises and the previous build stays the one in use.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+import os
+import random
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from anchored_query import snapshot
+from anchored_query.index_store import NO_SPACE, NOT_PUBLISHED, IndexSource, IndexStoreError
+from anchored_query.prefetch import wait_for_prefetch
+from build_index.errors import IndexFormatError
+from build_index.publish import (
+    CURRENT,
+    MANIFEST,
+    Pointer,
+    S3Client,
+    S3Location,
+    error_code,
+    make_client,
+)
+
+log = logging.getLogger("anchored_query.index_store")
+
+T = TypeVar("T")
+
+_TRANSIENT_CODES = {
+    "500",
+    "502",
+    "503",
+    "504",
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "Throttling",
+    "ThrottlingException",
+}
+# Written into every build folder the cache creates, before anything else: eviction
+# deletes only folders that carry it, so nothing else kept under the cache directory
+# (feedback, another tool's files) is ever removed.
+CACHE_MARKER = ".anchored-cache-build"
+_SPACE_MARGIN = 16 * 1024 * 1024  # leave some room in /tmp for everything else
+_DOWNLOAD_THREADS = 8
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures worth retrying: connection trouble, timeouts, throttling, 5xx."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionError,
+        FlexibleChecksumError,
+        HTTPClientError,
+        IncompleteReadError,
+    )
+
+    if isinstance(exc, FlexibleChecksumError):
+        return False  # the object itself is wrong; reading it again will not help
+    if isinstance(exc, ConnectionError | HTTPClientError | IncompleteReadError):
+        return True
+    if isinstance(exc, ClientError):
+        return error_code(exc) in _TRANSIENT_CODES
+    return False
+
+
+def with_retries(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 3,
+    base_delay_s: float = 0.2,
+    max_delay_s: float = 2.0,
+    transient: Callable[[BaseException], bool] = is_transient,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``fn``, retrying transient failures with jittered exponential backoff.
+
+    botocore already retries single requests; this covers a whole operation
+    (a download that broke off halfway is restarted from the beginning).
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt == attempts or not transient(exc):
+                raise
+            delay = min(max_delay_s, base_delay_s * 2 ** (attempt - 1))
+            log.warning("retrying after %s (attempt %d of %d)", exc, attempt, attempts)
+            sleep(delay * (0.5 + random.random() / 2))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class S3IndexSource(IndexSource):
+    """An index published to S3, copied into a local cache and kept up to date by ETag."""
+
+    verified = True  # downloads are hashed on the way in (see _download)
+
+    def __init__(
+        self,
+        loc: S3Location,
+        *,
+        cache_dir: Path,
+        refresh_s: float = 60.0,
+        client: S3Client | None = None,
+        endpoint_url: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_cached_builds: int = 2,
+    ) -> None:
+        super().__init__(f"s3://{loc.bucket}/{loc.prefix}".rstrip("/"))
+        self.loc = loc
+        self.cache_dir = cache_dir
+        self.refresh_s = refresh_s
+        self.max_cached_builds = max(1, max_cached_builds)
+        self._client = client
+        self._endpoint_url = endpoint_url
+        self._clock = clock
+        self._etag: str | None = None
+        self._last_check = clock()
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> S3Client:
+        """The S3 client, made on first use (so a local run never needs boto3 set up)."""
+        if self._client is None:
+            self._client = make_client(self._endpoint_url)
+        return self._client
+
+    def fetch(self) -> Path:
+        """Download (or reuse from the cache) the live build; return its directory."""
+        wait_for_prefetch(self.location, self.cache_dir)
+        with self._lock:
+            found = self._read_pointer(None)
+            assert found is not None  # no If-None-Match, so never "not modified"
+            pointer, etag = found
+            path = self._materialise(pointer)
+            self._use(pointer.build_id, path, etag)
+            return path
+
+    def check_for_update(self) -> Path | None:
+        """At most every ``refresh_s``: the new build's directory once verified, else None.
+
+        Raises IndexFormatError (a corrupt or truncated object, named) or
+        IndexStoreError (S3 unreachable, disk full); either way the build in
+        use stays as it was, so the caller keeps serving it.
+        """
+        now = self._clock()
+        if now - self._last_check < self.refresh_s:
+            return None
+        if not self._lock.acquire(blocking=False):
+            return None  # another thread is checking right now
+        try:
+            self._last_check = now
+            if self.path is None:
+                found = self._read_pointer(None)
+            else:
+                found = self._read_pointer(self._etag)
+            if found is None:
+                return None
+            pointer, etag = found
+            if pointer.build_id == self.build_id:
+                self._etag = etag
+                return None
+            path = self._materialise(pointer)
+            self._use(pointer.build_id, path, etag)
+            return path
+        finally:
+            self._lock.release()
+
+    def _use(self, build_id: str, path: Path, etag: str) -> None:
+        if build_id != self.build_id:
+            log.info("index build %s ready in %s", build_id, path)
+        self.build_id, self.path, self._etag = build_id, path, etag
+
+    def _read_pointer(self, etag: str | None) -> tuple[Pointer, str] | None:
+        """GET ``current.json`` (conditionally when ``etag``); None when not modified."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        url = self.loc.url(CURRENT)
+        kwargs: dict[str, Any] = {"Bucket": self.loc.bucket, "Key": self.loc.key(CURRENT)}
+        if etag:
+            kwargs["IfNoneMatch"] = etag
+
+        def get() -> tuple[bytes, str]:
+            response = self.client.get_object(**kwargs)
+            return response["Body"].read(), str(response["ETag"])
+
+        try:
+            raw, new_etag = with_retries(get)
+        except ClientError as exc:
+            code = error_code(exc)
+            if code in ("304", "NotModified"):
+                return None
+            if code in ("NoSuchKey", "404"):
+                raise IndexStoreError(
+                    f"no index is published at {self.location}: {url} does not exist; "
+                    f"run `anchored publish INDEX_DIR {self.location}`",
+                    NOT_PUBLISHED,
+                ) from exc
+            raise IndexStoreError(f"cannot read {url}: {code or exc}") from exc
+        except BotoCoreError as exc:
+            raise IndexStoreError(f"cannot reach S3 to read {url}: {exc}") from exc
+        return Pointer.from_json(raw, url), new_etag
+
+    def _materialise(self, pointer: Pointer) -> Path:
+        """Make ``pointer``'s build complete and verified in the cache; return its directory."""
+        build_dir = self.cache_dir / pointer.build_id
+        try:
+            if self._complete(build_dir, pointer.manifest_sha256):
+                return build_dir
+            raw = self._download_manifest(pointer)
+            manifest = snapshot.read_manifest(raw, self.loc.url(pointer.manifest))
+            if manifest.build_id != pointer.build_id:
+                raise IndexFormatError(
+                    f"{self.loc.url(pointer.manifest)} names build {manifest.build_id}, "
+                    f"current.json names {pointer.build_id}; publish the index again"
+                )
+            self._evict(keep={pointer.build_id, *([self.build_id] if self.build_id else [])})
+            _make_build_dir(build_dir, pointer.build_id)
+            missing = {
+                name: entry
+                for name, entry in manifest.files.items()
+                if not _has(build_dir / name, entry[1])
+            }
+            cached = self._cached_files(exclude=build_dir)
+            self._check_space(
+                pointer.build_id,
+                sum(size for sha, size in missing.values() if (sha, size) not in cached),
+            )
+            downloads = []
+            for name, (sha, size) in sorted(missing.items()):
+                dest = build_dir / name
+                if (sha, size) in cached:
+                    _link_or_copy(cached[sha, size], dest)
+                else:
+                    key = self.loc.key("builds", pointer.build_id, name)
+                    downloads.append((key, dest, sha, size))
+            self._download_all(downloads)
+            _write_atomic(build_dir / MANIFEST, raw)  # last: marks the build complete
+            return build_dir
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise IndexStoreError(
+                    f"no space left in {self.cache_dir} for index build {pointer.build_id}; "
+                    "free /tmp or give the function more ephemeral storage "
+                    "(EphemeralStorage in template.yaml)",
+                    NO_SPACE,
+                ) from exc
+            raise IndexStoreError(
+                f"cannot write the index cache {self.cache_dir}: {exc}",
+                "the index cannot be written to this instance's storage",
+            ) from exc
+
+    def _complete(self, build_dir: Path, manifest_sha256: str) -> bool:
+        """True when a cached build has the pointer's manifest and every file at its size."""
+        try:
+            raw = (build_dir / MANIFEST).read_bytes()
+            manifest = snapshot.read_manifest(raw, str(build_dir / MANIFEST))
+        except (OSError, IndexFormatError):
+            return False
+        if hashlib.sha256(raw).hexdigest() != manifest_sha256:
+            return False
+        return all(_has(build_dir / name, size) for name, (_, size) in manifest.files.items())
+
+    def _download_manifest(self, pointer: Pointer) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        url = self.loc.url(pointer.manifest)
+
+        def get() -> bytes:
+            body: bytes = self.client.get_object(
+                Bucket=self.loc.bucket, Key=self.loc.key(pointer.manifest)
+            )["Body"].read()
+            return body
+
+        try:
+            raw = with_retries(get)
+        except ClientError as exc:
+            raise IndexFormatError(
+                f"{url} cannot be read ({error_code(exc) or exc}) although current.json "
+                "names it; publish the index again"
+            ) from exc
+        except BotoCoreError as exc:
+            raise IndexStoreError(f"cannot reach S3 to read {url}: {exc}") from exc
+        got = hashlib.sha256(raw).hexdigest()
+        if got != pointer.manifest_sha256:
+            raise IndexFormatError(
+                f"{url} is corrupt or was overwritten: sha256 {got[:12]}…, current.json says "
+                f"{pointer.manifest_sha256[:12]}…; publish the index again"
+            )
+        return raw
+
+    def _download_all(self, downloads: list[tuple[str, Path, str, int]]) -> None:
+        """Download several objects at once (a cold start waits for all of them).
+
+        One GET at a time costs a round trip per file before its first byte;
+        in parallel the index takes about as long as its largest file (the
+        model). The first failure is raised once every download has ended.
+        """
+        if len(downloads) <= 1:
+            for item in downloads:
+                self._download(*item)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        _ = self.client  # made here, once; the threads then share it (clients are thread-safe)
+        with ThreadPoolExecutor(max_workers=min(_DOWNLOAD_THREADS, len(downloads))) as pool:
+            futures = [pool.submit(self._download, *item) for item in downloads]
+        for future in futures:
+            future.result()
+
+    def _download(self, key: str, dest: Path, sha: str, size: int) -> None:
+        """Download one object to ``dest`` via a temporary name, verifying SHA-256 and size."""
+        from botocore.exceptions import BotoCoreError, ClientError, FlexibleChecksumError
+
+        url = f"s3://{self.loc.bucket}/{key}"
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
+
+        def get() -> tuple[str, int]:
+            digest, count = hashlib.sha256(), 0
+            body = self.client.get_object(Bucket=self.loc.bucket, Key=key)["Body"]
+            try:
+                with tmp.open("wb") as fh:
+                    for block in body.iter_chunks(1 << 20):
+                        count += len(block)
+                        if count > size:
+                            break  # longer than the manifest says: stop before it fills /tmp
+                        digest.update(block)
+                        fh.write(block)
+            finally:
+                body.close()  # a download cut short (disk full, too long) frees its connection
+            return digest.hexdigest(), count
+
+        try:
+            got_sha, got_size = with_retries(get)
+            if got_size != size or got_sha != sha:
+                raise IndexFormatError(
+                    f"{url} is corrupt or truncated: got {got_size} bytes with sha256 "
+                    f"{got_sha[:12]}…, the manifest says {size} bytes with sha256 {sha[:12]}…; "
+                    "the previous build stays in use; publish the index again"
+                )
+            os.replace(tmp, dest)
+        except FlexibleChecksumError as exc:
+            raise IndexFormatError(f"{url} is corrupt: {exc}; publish the index again") from exc
+        except ClientError as exc:
+            raise IndexFormatError(
+                f"{url} cannot be read ({error_code(exc) or exc}) although its manifest lists "
+                "it; publish the index again"
+            ) from exc
+        except BotoCoreError as exc:
+            raise IndexStoreError(f"cannot reach S3 to read {url}: {exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def _cached_files(self, exclude: Path) -> dict[tuple[str, int], Path]:
+        """(sha256, size) -> path of every verified file in the other cached builds."""
+        found: dict[tuple[str, int], Path] = {}
+        for other in self._cached_builds():
+            if other == exclude:
+                continue
+            try:
+                raw = (other / MANIFEST).read_bytes()
+                files = snapshot.read_manifest(raw, str(other / MANIFEST)).files
+            except (OSError, IndexFormatError):
+                continue  # incomplete: its files are not known to be verified
+            for name, (sha, size) in files.items():
+                if _has(other / name, size):
+                    found.setdefault((sha, size), other / name)
+        return found
+
+    def _cached_builds(self) -> list[Path]:
+        """The build folders this cache created (named by their build id, with the marker)."""
+        if not self.cache_dir.is_dir():
+            return []
+        return [
+            p
+            for p in self.cache_dir.iterdir()
+            if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and _is_marked(p)
+        ]
+
+    def _evict(self, keep: set[str]) -> None:
+        """Delete cached builds other than ``keep`` (so at most ``max_cached_builds`` remain).
+
+        Only folders the cache created itself (:data:`CACHE_MARKER`) are candidates.
+        """
+        builds = sorted(self._cached_builds(), key=lambda p: p.stat().st_mtime, reverse=True)
+        room = self.max_cached_builds - len(keep)
+        for build_dir in builds:
+            if build_dir.name in keep:
+                continue
+            if room > 0 and (build_dir / MANIFEST).is_file():
+                room -= 1
+                continue
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+    def _check_space(self, build_id: str, needed: int) -> None:
+        free = shutil.disk_usage(self.cache_dir).free
+        if needed + _SPACE_MARGIN > free:
+            raise IndexStoreError(
+                f"no space left in {self.cache_dir} for index build {build_id}: it needs "
+                f"{needed} bytes, {free} are free; give the function more ephemeral storage "
+                "(EphemeralStorage in template.yaml)",
+                NO_SPACE,
+            )
+
+
+def _make_build_dir(build_dir: Path, build_id: str) -> None:
+    """Create (or adopt, when it is the cache's own) the folder of one cached build."""
+    if build_dir.is_symlink() or (build_dir.exists() and not build_dir.is_dir()):
+        raise IndexStoreError(f"{build_dir} is in the way of the index cache; remove it")
+    if build_dir.is_dir() and not _is_marked(build_dir) and any(build_dir.iterdir()):
+        raise IndexStoreError(
+            f"{build_dir} holds files the index cache did not write; move them away or "
+            "set ANCHORED_CACHE_DIR to a folder of its own"
+        )
+    build_dir.mkdir(parents=True, exist_ok=True)
+    marker = build_dir / CACHE_MARKER
+    if not marker.is_file():
+        _write_atomic(marker, f"anchored index cache: build {build_id}\n".encode())
+
+
+def _is_marked(build_dir: Path) -> bool:
+    return (build_dir / CACHE_MARKER).is_file()
+
+
+def _has(path: Path, size: int) -> bool:
+    """A cached file with its final name exists and has its size (it was verified on write)."""
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    """Hard-link ``source`` to ``dest`` (same file system, no extra space), else copy it."""
+    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
