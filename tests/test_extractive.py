@@ -409,3 +409,103 @@ def test_a_changelog_section_yields_to_the_reference_unless_a_version_is_asked(
     payload = ask(small, "How do I make the build fail on warnings?")
     assert not payload["abstained"]
     assert first_url(payload) == "configuration/#strict"
+
+
+TABS_PAGE = """
+<h1 id="search">Search</h1>
+<h2 id="lang">lang</h2>
+<p>Use this setting to specify the language of the search index, enabling stemming for
+languages other than English. It can be set to another language or even to several
+languages with:</p>
+<div class="tabbed-set tabbed-alternate" data-tabs="1:2">
+<input checked="checked" id="__tabbed_1_1" name="__tabbed_1" type="radio">
+<input id="__tabbed_1_2" name="__tabbed_1" type="radio">
+<div class="tabbed-labels"><label for="__tabbed_1_1">Set language</label>
+<label for="__tabbed_1_2">Add further languages</label></div>
+<div class="tabbed-content">
+<div class="tabbed-block"><pre><code class="language-yaml">plugins:
+  - search:
+      lang: en
+</code></pre></div>
+<div class="tabbed-block"><pre><code class="language-yaml">plugins:
+  - search:
+      lang:
+        - en
+        - de
+</code></pre></div>
+</div></div>
+<p>Be aware that including support for further languages increases the base JavaScript
+payload by around 20kb and by another 15-30kb per language, all before gzip.</p>
+<p>Language support is provided by a collection of language-specific stemmers and stop
+words maintained by the Open Source community.</p>
+<p>If no stemmer supports the selected site language, the plugin falls back to the
+language that yields the best stemming results.</p>
+"""
+
+
+def test_a_lead_in_before_content_tabs_brings_each_tabs_code(
+    tmp_path: Path, retriever: Retriever
+) -> None:
+    build([_page("search/", TABS_PAGE)], tmp_path / "index", BuildConfig(cache_dir=tmp_path / "c"))
+    small = Retriever(read_index(tmp_path / "index"), retriever.embedder)
+    section = small.index.sections["search/#lang"]["text"]
+    assert "Set language\nAdd further languages\nplugins:" in section  # labels, then panels
+    question = "How do I set the search language, and can I use more than one?"
+    hits = small.rank([question])
+    passages = small.passages(
+        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
+    )
+    result = answer_extractively(  # a one-page site: what is quoted, whatever the refusal says
+        question,
+        passages,
+        index=small.index,
+        embedder=small.embedder,
+        model=small.index.manifest["model"]["name"],
+        question_vector=hits.query_vector,
+        similarity=hits.best_similarity,
+        min_confidence=0.0,
+    )
+    texts = [item for quote in result.quotes for item in quote.items]
+    code = [t for t in texts if t.startswith("```yaml")]
+    assert len(code) == 2, texts  # one block per tab, after the lead-in and the labels
+    assert "lang: en" in code[0] and "- de" in code[1]
+    assert texts.index(code[0]) > texts.index("Add further languages")
+
+
+def test_the_refusal_evidence_weighs_unknown_words_by_the_word_prior(
+    retriever: Retriever,
+) -> None:
+    # The refusal model was fitted with the word prior in its evidence: an unknown
+    # common word ("week") counts less than an unknown specific one would.
+    question = "How do I set a timeout per request, it broke last week?"
+    hits = retriever.rank([question])
+    passages = retriever.passages(
+        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
+    )
+    result = answer_extractively(
+        question,
+        passages,
+        index=retriever.index,
+        embedder=retriever.embedder,
+        model=retriever.index.manifest["model"]["name"],
+        question_vector=hits.query_vector,
+        similarity=hits.best_similarity,
+    )
+    assert result.evidence is not None
+
+    def unknown(prior: WordPrior | None) -> float:
+        return gather_evidence(
+            question,
+            {},
+            index=retriever.index,
+            question_vector=None,
+            similarity=None,
+            best_lexical=0.0,
+            best_cosine=None,
+            prior=prior,
+        ).unknown
+
+    with_prior = unknown(word_prior(retriever.index.model_dir))
+    assert 0 < with_prior < unknown(None)
+    assert result.evidence.unknown == with_prior
+    assert not result.abstained

@@ -1,7 +1,7 @@
 """Calibrate when the extractive answerer refuses, across corpora.
 
     python tests/bench/calibrate_abstention.py [--work DIR] [--max-false-answer-rate 0.1]
-        [--swapped 12] [--dump FILE]
+        [--swapped 12] [--dump FILE] [--load FILE] [--leave-one-out]
 
 The answerer refuses when the probability that the docs answer
 (``anchored_query.evidence.probability_answerable``: a logistic model over
@@ -11,15 +11,16 @@ model and chooses the threshold.
 Questions: every corpus of ``bench_extractive.py`` — the realdocs sites
 (MkDocs, HTTPX, Material for MkDocs, this project's docs; their ``dev``
 questions fit, their ``test`` questions are only reported) and the older
-development sets (skylark, fixture, pkgdocs; all fit) — in three families:
+development sets (skylark, fixture, pkgdocs, this project's docs as
+``anchored-docs``; all fit) — in three families:
 
 - answerable questions in their own corpus (label 1);
 - unanswerable ones in their own corpus: near misses, the docs are silent
   (label 0);
 - swapped: ``--swapped`` answerable questions of each corpus asked of every
   corpus of another topic (label 0). Corpora of one topic (MkDocs and its
-  theme, this project's docs, the fixture sites) are not swapped with each
-  other: their questions may well be answered there.
+  theme, this project's docs, the fixture sites, Skylark's docs site server)
+  are not swapped with each other: their questions may well be answered there.
 
 Each is retrieved and answered as the query function does (with
 ``min_confidence=0``, so the evidence is always reported). The logistic model
@@ -27,7 +28,9 @@ is fitted by Newton's method with a small L2 penalty, each family weighted
 equally; the threshold is the lowest at which at most
 ``--max-false-answer-rate`` of each family of unanswerable fitting questions
 get an answer. Printed: the coefficients and threshold to put into
-``evidence.py``, and per group the share answered with them.
+``evidence.py``, and per group the share answered with them; with
+``--leave-one-out``, per corpus the shares answered by a model fitted on the
+other corpora only (does the fit transfer to a site it never saw?).
 """
 
 from __future__ import annotations
@@ -54,14 +57,23 @@ from bench_extractive import (
     retrieve,
 )
 
-CORPORA = (*(f"realdocs:{s}" for s in REALDOCS), "skylark", "fixture", "pkgdocs")
+CORPORA = (
+    *(f"realdocs:{s}" for s in REALDOCS),
+    "skylark",
+    "fixture",
+    "pkgdocs",
+    "anchored-docs",
+)
 TOPIC = {
     "realdocs:mkdocs": "mkdocs",
     "realdocs:material": "mkdocs",
     "realdocs:anchored": "mkdocs",
+    "anchored-docs": "mkdocs",
     "fixture": "mkdocs",
     "realdocs:httpx": "httpx",
-    "skylark": "skylark",
+    # Skylark is a docs site server too: "Which themes are available?" or "How do I
+    # make warnings fail the build?" are answerable on the MkDocs sites.
+    "skylark": "mkdocs",
     "pkgdocs": "pkgdocs",
 }
 
@@ -138,6 +150,51 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float = 0.01) 
     return beta
 
 
+def fit_model(fit: list[Sample], max_false_answer_rate: float) -> tuple[np.ndarray, float]:
+    """The logistic model over ``fit`` and its threshold (see the module docstring)."""
+    x = np.array([s.x for s in fit])
+    y = np.array([1.0 if s.family == "answerable" else 0.0 for s in fit])
+    counts = {f: sum(s.family == f for s in fit) for f in ("answerable", "unanswerable", "swapped")}
+    # Answerable questions weigh as much as both families of unanswerable ones together.
+    share = {"answerable": 0.5, "unanswerable": 0.25, "swapped": 0.25}
+    w = np.array([share[s.family] * len(fit) / counts[s.family] for s in fit])
+    beta = fit_logistic(x, y, w)
+    prob = probability(beta, x)
+    threshold = 0.0
+    for family in ("unanswerable", "swapped"):
+        values = sorted(
+            (float(pr) for pr, s in zip(prob, fit, strict=True) if s.family == family), reverse=True
+        )
+        allowed = int(max_false_answer_rate * len(values))
+        if len(values) > allowed:
+            threshold = max(threshold, values[allowed] + 1e-4)
+    return beta, threshold
+
+
+def leave_one_out(fit: list[Sample], max_false_answer_rate: float) -> list[str]:
+    """Transfer: per corpus, the model fitted without it (nor its swapped questions)
+    and how it does there (answered share of each family)."""
+    lines = ["| held-out corpus | answerable answered | unanswerable answered | swapped answered |"]
+    lines.append("|---|---|---|---|")
+    for corpus in sorted({s.corpus for s in fit}):
+
+        def source(s: Sample) -> str:
+            return s.qid.split("/")[0] if s.family == "swapped" else s.corpus
+
+        train = [s for s in fit if s.corpus != corpus and source(s) != corpus]
+        beta, threshold = fit_model(train, max_false_answer_rate)
+        cells = []
+        for family in ("answerable", "unanswerable", "swapped"):
+            held = [s for s in fit if s.corpus == corpus and s.family == family]
+            if not held:
+                cells.append("-")
+                continue
+            p = probability(beta, np.array([s.x for s in held]))
+            cells.append(f"{float(np.mean(p >= threshold)):.0%} of {len(held)}")
+        lines.append(f"| {corpus} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def probability(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
     z = beta[0] + x @ beta[1:]
     out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
@@ -154,6 +211,9 @@ def main() -> None:
     p.add_argument("--dump", default=None, help="write the samples to this JSON Lines file")
     p.add_argument("--load", default=None, help="read samples written by --dump")
     p.add_argument("--model", default="", help="the realdocs sites built with this model only")
+    p.add_argument(
+        "--leave-one-out", action="store_true", help="also fit without each corpus in turn"
+    )
     args = p.parse_args()
 
     if args.load:
@@ -166,22 +226,7 @@ def main() -> None:
                 f.write(json.dumps(s.__dict__) + "\n")
 
     fit = [s for s in samples if s.fit]
-    x = np.array([s.x for s in fit])
-    y = np.array([1.0 if s.family == "answerable" else 0.0 for s in fit])
-    counts = {f: sum(s.family == f for s in fit) for f in ("answerable", "unanswerable", "swapped")}
-    # Answerable questions weigh as much as both families of unanswerable ones together.
-    share = {"answerable": 0.5, "unanswerable": 0.25, "swapped": 0.25}
-    w = np.array([share[s.family] * len(fit) / counts[s.family] for s in fit])
-    beta = fit_logistic(x, y, w)
-    prob = probability(beta, x)
-    threshold = 0.0
-    for family in ("unanswerable", "swapped"):
-        values = sorted(
-            (float(pr) for pr, s in zip(prob, fit, strict=True) if s.family == family), reverse=True
-        )
-        allowed = int(args.max_false_answer_rate * len(values))
-        if len(values) > allowed:
-            threshold = max(threshold, values[allowed] + 1e-4)
+    beta, threshold = fit_model(fit, args.max_false_answer_rate)
     coefficients = ", ".join(f"{b:.3f}" for b in beta)
     print(f"\nfeatures: {', '.join(FEATURES)}")
     print(f"coefficients (intercept first): ({coefficients})")
@@ -196,6 +241,9 @@ def main() -> None:
         answered = sum(v >= threshold for v in values) / len(values)
         used = "yes" if is_fit else "no"
         print(f"| {corpus} | {family} | {used} | {len(values)} | {answered:.0%} |")
+    if args.leave_one_out:
+        print("\nEach corpus left out of the fit:\n")
+        print("\n".join(leave_one_out(fit, args.max_false_answer_rate)))
 
 
 if __name__ == "__main__":
