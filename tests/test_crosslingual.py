@@ -291,3 +291,13 @@ def test_off_topic_chinese_questions_on_chinese_pages_are_refused(
     answer = engine.ask(AskRequest(question="默认端口是多少？", mode="extractive"))
     assert not answer["abstained"]
     assert answer["citations"][0]["url"].startswith("zh/port/")
+
+
+def test_a_sense_of_several_words_is_held_by_the_chunks_holding_them_all(index: Index) -> None:
+    # "put together" must not count as any chunk saying "put" or "together".
+    both = crosslingual._postings(["proxy", "server"], index.bm25)
+    either = crosslingual._postings(["proxy"], index.bm25)
+    assert len(both) >= 1 and set(both) <= set(either)
+    assert set(crosslingual._postings(["network", "proxy"], index.bm25)) == set(
+        crosslingual._postings(["network"], index.bm25)
+    ) | set(either)  # no chunk holds both: any of them

@@ -521,13 +521,26 @@ def unknown_share(
 
 
 def _postings(words: list[str], bm25: BM25Index) -> npt.NDArray[np.int32]:
-    """The chunks holding any term of ``words``."""
-    parts = []
-    for term in {t for w in words for t in tokenize(w)}:
-        row = bm25.vocab.get(term)
-        if row is not None:
-            parts.append(bm25.indices[int(bm25.indptr[row]) : int(bm25.indptr[row + 1])])
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int32)
+    """The chunks holding every word of a sense (each word: all its terms), else, when
+    none holds them all, any of them. A sense of several common words ("put
+    together") would otherwise overlap with almost anything."""
+    per_word = []
+    for word in words:
+        terms = tokenize(word)
+        if not terms or any(t not in bm25.vocab for t in terms):
+            continue
+        rows = [bm25.vocab[t] for t in terms]
+        chunks = [bm25.indices[int(bm25.indptr[r]) : int(bm25.indptr[r + 1])] for r in rows]
+        held = chunks[0]
+        for other in chunks[1:]:
+            held = np.intersect1d(held, other, assume_unique=True)
+        per_word.append(held)
+    if not per_word:
+        return np.zeros(0, dtype=np.int32)
+    every = per_word[0]
+    for other in per_word[1:]:
+        every = np.intersect1d(every, other, assume_unique=True)
+    return every if len(every) else np.unique(np.concatenate(per_word))
 
 
 def _choose(items: list[list[list[str]]], bm25: BM25Index) -> list[list[list[str]]]:

@@ -374,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         help="skip a model's site that was never built with it (no build started)",
     )
     parser.add_argument(
+        "--costs-only", action="store_true", help="only build, memory and cold start"
+    )
+    parser.add_argument(
         "--calibrate-gloss",
         action="store_true",
         help="print the refusal threshold for glossed questions fitted on the dev ones, then stop",
@@ -382,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.calibrate_gloss:
         calibrate_gloss(args)
         return 0
-    for split in args.split:
+    for split in [] if args.costs_only else args.split:
         report_split(args, split)
     if args.retrieval_only:
         return 0
