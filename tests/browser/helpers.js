@@ -93,8 +93,8 @@ export async function open(page, path = PAGE, { site = SITE, query = '' } = {}) 
   await page.waitForSelector('.anchored-open', { state: 'attached' });
 }
 
-/** Open the dialog (button) if needed, ask `q`, wait for the turn to finish. */
-export async function ask(page, q) {
+/** Open the dialog (button) if needed, ask `q`, wait (`timeout` ms) for the turn to finish. */
+export async function ask(page, q, { timeout = 40000 } = {}) {
   if (!(await page.$('dialog.anchored-dialog[open]'))) {
     await page.click('.anchored-open');
     await page.waitForSelector('dialog.anchored-dialog[open]');
@@ -107,7 +107,7 @@ export async function ask(page, q) {
     const last = turns[turns.length - 1];
     // finished: something shown and no longer streaming (the final record replaced the live view)
     return turns.length > n && last.querySelector('.anchored-a').childElementCount > 0 && !last.classList.contains('anchored-turn--live');
-  }, before, { timeout: 40000 });
+  }, before, { timeout });
 }
 
 /** Matching key: lower case, no whitespace, no table separators or pilcrows. */

@@ -7,7 +7,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, SHOTS, launch, newPage } from './helpers.js';
+import { BASE, SHOTS, ask, launch, newPage, replyOf } from './helpers.js';
 
 const skip = process.env.ANCHORED_LANG_E2E ? false : 'needs the built i18n site: tests/test_languages.py runs this';
 const PLUGIN_Q = '如何编写插件？'; // "How do I write a plugin?": only the English pages say
@@ -43,38 +43,16 @@ async function open(page, path) {
   await page.waitForSelector('.anchored-open', { state: 'attached' });
 }
 
-/** Open the dialog if needed, ask `q`, wait until the turn has its final answer. */
-async function ask(page, q) {
-  if (!(await page.$('dialog.anchored-dialog[open]'))) {
-    await page.click('.anchored-open');
-    await page.waitForSelector('dialog.anchored-dialog[open]');
-  }
-  const before = await page.$$eval('.anchored-turn', (t) => t.length);
-  await page.fill('.anchored-input', q);
-  await page.press('.anchored-input', 'Enter');
-  await page.waitForFunction((n) => {
-    const turns = document.querySelectorAll('.anchored-turn');
-    const last = turns[turns.length - 1];
-    return turns.length > n && last.querySelector('.anchored-a').childElementCount > 0 && !last.classList.contains('anchored-turn--live');
-  }, before, { timeout: WAIT });
-}
-
-/** The final record of a reply: the JSON body, or a stream's `final` event. */
-function finalOf(text) {
-  if (!text.startsWith('event:')) return JSON.parse(text);
-  const final = text.split(/\n\n/).find((e) => e.startsWith('event: final\n'));
-  assert.ok(final, 'the stream ends with a final event');
-  return JSON.parse(final.slice(final.indexOf('data: ') + 6));
-}
-
 /** Ask in the dialog; the body the widget sent and the server's reply (its final record). */
 async function askLive(page, q) {
   const res = page.waitForResponse((r) => isAsk(r.request()), { timeout: WAIT });
   const n = page.asks.length;
-  await ask(page, q);
+  await ask(page, q, { timeout: WAIT });
   const response = await res;
   assert.equal(response.status(), 200);
-  return { body: page.asks[n], reply: finalOf(await response.text()) };
+  const reply = await replyOf(response); // the JSON body, or the stream's final event
+  assert.ok(reply, 'the reply carries its final record');
+  return { body: page.asks[n], reply };
 }
 
 const lastTurn = (page) => page.locator('.anchored-turn').last();
