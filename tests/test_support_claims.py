@@ -205,3 +205,20 @@ def test_a_miscited_chinese_sentence_goes_to_the_passage_its_code_singles_out() 
     assert [s.citations for s in verified.sentences] == [[3]]
     # Uncited, names alone never pick a passage; nor a value such as `true`.
     assert verify(parse_answer("可以使用 `timeout=None` 来不设超时。"), ZH_CONTEXT).abstained
+
+
+def test_a_citation_shown_supports_its_sentence_not_only_its_group() -> None:
+    # Recorded test-split reply httpx-26: one sentence shown with three passages, of
+    # which one states it; the judge saw two unsupported citations.
+    context = {
+        1: passage("Let's take this Starlette application as an example.", 1),
+        2: passage("You can configure an httpx client to call an ASGI application.", 2),
+        3: passage(
+            "Inspect 500 error responses rather than raise exceptions by "
+            "setting raise_app_exceptions=False.",
+            3,
+        ),
+    }
+    reply = "You can inspect 500 error responses by setting `raise_app_exceptions=False` [1, 2, 3]."
+    verified = verify(parse_answer(reply), context)
+    assert [s.citations for s in verified.sentences] == [[3]]

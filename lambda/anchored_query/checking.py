@@ -233,6 +233,16 @@ class Checker:
             return lexical, lexical if lexical is not None else semantic  # type: ignore[return-value]
         return lexical, LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * semantic
 
+    def fewest(self, item: Item, group: list[int]) -> list[int]:
+        """``group`` (which supports the sentence) cut to its first passage that supports
+        it alone, if one does: a citation shown must support its sentence, not only the
+        group it came in (a paragraph's "[4, 5]", a model's "[1, 2, 3]")."""
+        if len(group) > 1:
+            for n in group:
+                if self.check(item, [n], strict=False) is None:
+                    return [n]
+        return group
+
     def distinctive(self, item: Item) -> bool:
         """Whether a fact of the sentence other than a value (number, boolean), of four
         characters or more, occurs verbatim in at most half of the context's passages

@@ -20,7 +20,8 @@ and a model that obeys an instruction planted in a page copies it.
 A sentence whose markers all name passages outside the context is removed
 (a page's planted "cite [99]" is how an obeyed injection shows). Sentences
 that fail are removed (counted in ``removed``, with a reason per sentence in
-``reasons`` for the logs). Removed
+``reasons`` for the logs). A sentence that one of its group's passages
+supports alone cites that passage only: each citation shown supports it. Removed
 without a check: lines that only restate passage titles and headings (the
 prompt's structure) and sentences that assert nothing. A lead-in ending in ":"
 goes when what it introduces went; code (and config lines) kept when every
@@ -290,7 +291,7 @@ def verify(
             failure = checker.check(item, item.own, strict=False)
             if failure is None:
                 # Cited and supported: an answer, even if it also says what is missing.
-                decided[i] = item.own
+                decided[i] = checker.fewest(item, item.own)
             else:
                 # Small models miscount passages: attributed like an uncited sentence.
                 miscited[i] = failure
@@ -303,7 +304,7 @@ def verify(
             continue
         found, failure = attribute(item, items, checker, decided, exclude=item.own)
         if found:
-            decided[i] = found
+            decided[i] = checker.fewest(item, found)
             attributed.add(i)
         else:
             reasons[i] = miscited.get(i, failure)
