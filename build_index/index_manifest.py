@@ -32,8 +32,9 @@ REQUIRED_FILES: Final[frozenset[str]] = frozenset(
 )
 
 
-class _ModelSpecLike(Protocol):
-    """What ``ModelInfo.from_spec`` reads from the embedder's (frozen) ``ModelSpec``."""
+class ModelSpecLike(Protocol):
+    """What the index code reads of the embedder's (frozen) ``ModelSpec`` (``ModelInfo.from_spec``,
+    ``reuse``), without importing the embedder."""
 
     @property
     def name(self) -> str: ...
@@ -68,7 +69,7 @@ class ModelInfo:
     source_dir: Path
 
     @classmethod
-    def from_spec(cls, spec: _ModelSpecLike) -> ModelInfo:
+    def from_spec(cls, spec: ModelSpecLike) -> ModelInfo:
         """From the embedder's ``ModelSpec`` (its ``path``: the model folder or its ONNX file)."""
         path = Path(spec.path)
         return cls(

@@ -44,7 +44,7 @@ from build_index.index_manifest import (
 from build_index.tokenizer import TOKENIZER_SETTINGS
 from build_index.types import Chunk, Section
 
-__all__ = ["quantize", "write_index"]
+__all__ = ["quantize", "swap_into_place", "write_index"]
 
 _BLOCK: Final = 1 << 20  # bytes hashed/copied at a time
 _STALE_TEMP_S: Final = 24 * 3600
@@ -113,7 +113,7 @@ def write_index(
             text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str)
             sink.write(text.encode() + b"\n")
         _fsync_dir(tmp)
-        _swap_into_place(tmp, out_dir)
+        swap_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -327,8 +327,9 @@ def _remove_stale_temps(out_dir: Path) -> None:
                 shutil.rmtree(stale, ignore_errors=True)
 
 
-def _swap_into_place(tmp: Path, out_dir: Path) -> None:
-    """Rename the old index away, the new one in, then delete the old one."""
+def swap_into_place(tmp: Path, out_dir: Path) -> None:
+    """Rename the old folder ``out_dir`` away and ``tmp`` in, then delete the old one (on
+    a failed rename the old one is put back). Also what ``versions.py`` copies an index with."""
     if not out_dir.exists():
         os.rename(tmp, out_dir)
         _fsync_dir(out_dir.parent)

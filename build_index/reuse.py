@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ from build_index.index_format import (
     build_id_of,
     parse_manifest,
 )
+from build_index.index_manifest import ModelSpecLike
 from build_index.types import Chunk
 
 __all__ = ["PublishedVectors", "ReuseRefused", "chunk_from_record", "open_published"]
@@ -58,23 +59,6 @@ _ROWS = 8192  # rows checked at a time
 
 class ReuseRefused(AnchoredError):
     """The published build cannot be used as a cache; the message says why."""
-
-
-class _Spec(Protocol):
-    """What reuse needs of a ModelSpec."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def sha256(self) -> str: ...
-    @property
-    def dim(self) -> int: ...
-    @property
-    def pooling(self) -> str: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def passage_prefix(self) -> str: ...
 
 
 @dataclass
@@ -119,7 +103,7 @@ def chunk_from_record(record: dict[str, Any]) -> Chunk:
 
 
 def _check_manifest(
-    raw: bytes, where: str, spec: _Spec, text_version: int, build_id: str | None
+    raw: bytes, where: str, spec: ModelSpecLike, text_version: int, build_id: str | None
 ) -> dict[str, Any]:
     try:
         manifest: dict[str, Any] = dict(parse_manifest(raw, where))
@@ -166,7 +150,7 @@ def _sha256(path: Path) -> str:
 
 
 def _load(
-    folder: Path, manifest: dict[str, Any], where: str, spec: _Spec, text_of: TextOf
+    folder: Path, manifest: dict[str, Any], where: str, spec: ModelSpecLike, text_of: TextOf
 ) -> PublishedVectors:
     """Check the three files in ``folder`` against ``manifest`` and key their rows."""
     for name in (CHUNKS, VECTORS, SCALES):
@@ -218,7 +202,9 @@ def _load(
     return PublishedVectors(where, str(manifest["build_id"]), rows, vectors, scales)
 
 
-def open_local(folder: Path, spec: _Spec, text_of: TextOf, text_version: int) -> PublishedVectors:
+def open_local(
+    folder: Path, spec: ModelSpecLike, text_of: TextOf, text_version: int
+) -> PublishedVectors:
     """The vectors of the index in ``folder``; raises ReuseRefused naming what is wrong."""
     where = str(folder)
     try:
@@ -231,7 +217,7 @@ def open_local(folder: Path, spec: _Spec, text_of: TextOf, text_version: int) ->
 
 def open_s3(
     url: str,
-    spec: _Spec,
+    spec: ModelSpecLike,
     text_of: TextOf,
     text_version: int,
     *,
@@ -275,7 +261,7 @@ def open_s3(
 
 def open_published(
     source: str | Path,
-    spec: _Spec,
+    spec: ModelSpecLike,
     text_of: TextOf,
     text_version: int,
     *,

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
+from build_index.index_writer import swap_into_place
 from build_index.publish import Progress, PublishResult, _read_local, publish
 from build_index.s3_store import (
     MANIFEST,
@@ -395,17 +396,7 @@ def _copy_index(source: Path, dest: Path) -> None:
         for item in source.iterdir():
             if item.is_file():
                 shutil.copy2(item, tmp / item.name)
-        if not dest.exists():
-            os.rename(tmp, dest)
-            return
-        old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(dest, old)
-        try:
-            os.rename(tmp, dest)
-        except BaseException:
-            os.rename(old, dest)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+        swap_into_place(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
