@@ -50,6 +50,8 @@ _POOLINGS = ("mean", "cls")
 
 FloatArray = npt.NDArray[np.float32]
 Progress = Callable[[int, int], None]
+#: ``on_batch(rows, vectors)``: the input rows of one batch and their vectors.
+BatchDone = Callable[[npt.NDArray[np.intp], "FloatArray"], None]
 
 
 @dataclass(frozen=True)
@@ -403,19 +405,28 @@ class Embedder:
         """Vector dimension."""
         return self.spec.dim
 
-    def embed_passages(self, texts: Sequence[str], progress: Progress | None = None) -> FloatArray:
+    def embed_passages(
+        self,
+        texts: Sequence[str],
+        progress: Progress | None = None,
+        on_batch: BatchDone | None = None,
+    ) -> FloatArray:
         """Embed passages (``passage_prefix`` applied): float32 ``(len(texts), dim)``.
 
-        ``progress(done, total)`` is called after every batch.
+        ``progress(done, total)`` is called after every batch, and ``on_batch(rows,
+        vectors)`` with the batch's input rows and vectors (so a caller can keep
+        what is done before the whole call returns).
         """
-        return self._embed([self.spec.passage_prefix + t for t in texts], progress)
+        return self._embed([self.spec.passage_prefix + t for t in texts], progress, on_batch)
 
     def embed_query(self, text: str) -> FloatArray:
         """Embed one query (``query_prefix`` applied): float32 ``(dim,)``."""
-        vec: FloatArray = self._embed([self.spec.query_prefix + text], None)[0]
+        vec: FloatArray = self._embed([self.spec.query_prefix + text], None, None)[0]
         return vec
 
-    def _embed(self, texts: list[str], progress: Progress | None) -> FloatArray:
+    def _embed(
+        self, texts: list[str], progress: Progress | None, on_batch: BatchDone | None
+    ) -> FloatArray:
         n = len(texts)
         out = np.zeros((n, self.spec.dim), dtype=np.float32)
         if n == 0:
@@ -442,7 +453,10 @@ class Embedder:
                     input_ids[row, :m] = ids[i]
                     mask[row, :m] = 1
                     type_ids[row, :m] = types[i]
-                out[lo + batch] = self._run(input_ids, mask, type_ids)
+                vectors = self._run(input_ids, mask, type_ids)
+                out[lo + batch] = vectors
+                if on_batch is not None:
+                    on_batch(lo + batch, vectors)
                 done += len(batch)
                 if progress is not None:
                     progress(done, n)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from build_index import __version__
 from build_index.bm25 import BM25Index
@@ -38,6 +39,9 @@ EMBEDDING_TEXT_VERSION = 1
 #: A warm cache that lacks only a few chunks embeds them: reading and checking a
 #: published build (all its chunk rows and vectors) would cost more than that.
 REUSE_MIN_MISSING = 64
+#: Seconds of embedding between two flushes of the embedding cache: a build that is
+#: killed or fails keeps all but the last few seconds of its embedding work.
+CACHE_FLUSH_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -141,11 +145,10 @@ def embed_chunks(
     texts = [embedding_text(c) for c in chunks]
     vectors = np.zeros((len(texts), spec.dim), dtype=np.float32)
     cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
-    found = cache.lookup(texts) if cache is not None else [None] * len(texts)
-    missing = [i for i, v in enumerate(found) if v is None]
-    for i, v in enumerate(found):
-        if v is not None:
-            vectors[i] = v
+    if cache is not None:
+        missing = np.flatnonzero(~cache.lookup_into(texts, vectors)).tolist()
+    else:
+        missing = list(range(len(texts)))
     report.cached = len(texts) - len(missing)
     if missing and reuse and (len(missing) >= REUSE_MIN_MISSING or not report.cached):
         before = missing
@@ -154,22 +157,40 @@ def embed_chunks(
             taken = sorted(set(before) - set(missing))
             cache.store([texts[i] for i in taken], vectors[taken])
     report.embedded = len(missing)
-    if missing:
-        log.info(
-            "anchored: embedding %d chunks (%d cached, %d reused)",
-            len(missing),
-            report.cached,
-            report.reused,
-        )
-        if progress is not None:
-            progress(0, len(missing))
-        fresh = Embedder(spec).embed_passages([texts[i] for i in missing], progress=progress)
-        vectors[missing] = fresh
+    try:
+        if missing:
+            log.info(
+                "anchored: embedding %d chunks (%d cached, %d reused)",
+                len(missing),
+                report.cached,
+                report.reused,
+            )
+            if progress is not None:
+                progress(0, len(missing))
+            todo = [texts[i] for i in missing]
+            keep = _CacheWriter(cache, todo, CACHE_FLUSH_S) if cache is not None else None
+            vectors[missing] = Embedder(spec).embed_passages(todo, progress=progress, on_batch=keep)
+    finally:  # what was embedded is kept, also when the build fails
         if cache is not None:
-            cache.store([texts[i] for i in missing], fresh)
-    if cache is not None:
-        cache.flush()
+            cache.flush()
     return vectors
+
+
+class _CacheWriter:
+    """Puts each embedded batch into the cache and flushes it every ``interval_s``
+    seconds, so the work done survives a build that dies before the end."""
+
+    def __init__(self, cache: EmbeddingCache, texts: Sequence[str], interval_s: float) -> None:
+        self.cache = cache
+        self.texts = texts
+        self.interval_s = interval_s
+        self.flushed_at = time.monotonic()
+
+    def __call__(self, rows: npt.NDArray[np.intp], vectors: npt.NDArray[np.float32]) -> None:
+        self.cache.store([self.texts[i] for i in rows], vectors)
+        if time.monotonic() - self.flushed_at >= self.interval_s:
+            self.cache.flush()
+            self.flushed_at = time.monotonic()
 
 
 def _reuse_published(

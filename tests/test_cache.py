@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from build_index.cache import EmbeddingCache, cache_key
 
+REPO = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32
 OTHER_SHA = "cd" * 32
 
@@ -176,9 +182,9 @@ def _overwrite_rows(d: Path, rows: dict[int, np.ndarray], *, keep_digest: bool =
         import hashlib
 
         meta = json.loads(json_path.read_text())
-        if "sha256" in meta:
-            meta["sha256"] = hashlib.sha256(npy_path.read_bytes()).hexdigest()
-            json_path.write_text(json.dumps(meta))
+        (segment,) = meta["segments"]
+        segment["sha256"] = hashlib.sha256(npy_path.read_bytes()).hexdigest()
+        json_path.write_text(json.dumps(meta))
 
 
 @pytest.mark.parametrize(
@@ -252,3 +258,176 @@ def test_a_nan_row_never_stops_a_build(tmp_path: Path) -> None:
     assert report.cached == 0
     vectors = np.load(tmp_path / "two" / "vectors.npy", allow_pickle=False)
     assert np.isfinite(vectors.astype(np.float32)).all()
+
+
+def many_pages(n: int) -> list[Any]:
+    """``n`` small pages of two sections each (the killed build's site)."""
+    from build_index.types import PageInput
+
+    return [
+        PageInput(
+            url=f"p{i}/",
+            title=f"Page {i}",
+            html=f'<h1 id="p{i}">Page {i}</h1><p>Section {i} explains option number {i}.</p>'
+            f'<h2 id="port">Port</h2><p>The server {i} listens on port {8000 + i}.</p>',
+        )
+        for i in range(n)
+    ]
+
+
+def _segments(meta: Path) -> int:
+    """How many flushes the cache's ``.json`` names (0 before the first)."""
+    try:
+        return len(json.loads(meta.read_text())["segments"])
+    except FileNotFoundError:
+        return 0
+
+
+_KILLED_BUILD = """
+import sys
+from pathlib import Path
+from build_index import pipeline
+from tests.test_cache import many_pages
+pipeline.CACHE_FLUSH_S = 0.2
+config = pipeline.BuildConfig(cache_dir=Path(sys.argv[2]))
+pipeline.build(many_pages(int(sys.argv[3])), Path(sys.argv[1]), config)
+"""
+
+
+def test_a_killed_build_keeps_what_it_flushed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A real build process, killed (SIGKILL) while it embeds: the vectors it flushed
+    before are on disk and readable, and the next build embeds only the rest."""
+    from build_index.embedder import get_model
+    from build_index.pipeline import BuildConfig, build
+
+    n = 600
+    spec = get_model()
+    out, cache_dir = tmp_path / "index", tmp_path / "cache"
+    meta = cache_dir / "embeddings" / f"embeddings-{spec.sha256[:12]}.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_BUILD, str(out), str(cache_dir), str(n)], cwd=REPO
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while _segments(meta) < 2:  # two flushes, a second or so into embedding
+            assert proc.poll() is None, "the build ended before it flushed the cache twice"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)  # the kill lands anywhere, mid-flush too
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "manifest.json").exists(), "the build finished before it was killed"
+
+    with caplog.at_level(logging.WARNING, logger="build_index.cache"):
+        flushed = len(EmbeddingCache(cache_dir / "embeddings", spec.sha256))
+    assert "unreadable" not in caplog.text
+    report = build(many_pages(n), out, BuildConfig(cache_dir=cache_dir))
+    assert 0 < flushed < report.chunks, (flushed, report.chunks)
+    assert report.cached == flushed
+    assert report.embedded == report.chunks - flushed
+    again = build(many_pages(n + 1), tmp_path / "again", BuildConfig(cache_dir=cache_dir))
+    assert (again.cached, again.embedded) == (report.chunks, again.chunks - report.chunks)
+
+
+def test_each_flush_appends_a_segment_and_many_are_joined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush writes only what is new (one more .npy); past MAX_SEGMENTS they become one."""
+    from build_index import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "MAX_SEGMENTS", 3)
+    v = vecs(8)
+    c = EmbeddingCache(tmp_path, SHA)
+    for i in range(3):
+        c.store([f"t{2 * i}", f"t{2 * i + 1}"], v[2 * i : 2 * i + 2])
+        c.flush()
+        assert len(list(tmp_path.glob("*.npy"))) == i + 1
+    again = EmbeddingCache(tmp_path, SHA)
+    got = again.lookup([f"t{i}" for i in range(6)])
+    assert all(g is not None and np.allclose(g, v[i], atol=1e-3) for i, g in enumerate(got))
+    again.store(["t6", "t7"], v[6:8])
+    again.flush()  # a fourth segment would pass MAX_SEGMENTS: one file of all 8 rows
+    (npy,) = tmp_path.glob("*.npy")
+    assert np.load(npy, allow_pickle=False).shape == (8, 8)
+    final = EmbeddingCache(tmp_path, SHA).lookup([f"t{i}" for i in range(8)])
+    assert all(g is not None and np.allclose(g, v[i], atol=1e-3) for i, g in enumerate(final))
+
+
+def test_a_version_1_cache_is_read(tmp_path: Path) -> None:
+    """The one-file layout earlier releases wrote still hits (and is rewritten as version 2)."""
+    import hashlib
+
+    v = vecs(2)
+    npy = tmp_path / f"embeddings-{SHA[:12]}-0123456789ab.npy"
+    np.save(npy, v.astype(np.float16), allow_pickle=False)
+    meta = {
+        "format": "anchored-embedding-cache",
+        "version": 1,
+        "model_sha256": SHA,
+        "dim": 8,
+        "dtype": "float16",
+        "vectors": npy.name,
+        "sha256": hashlib.sha256(npy.read_bytes()).hexdigest(),
+        "keys": [cache_key(SHA, "a"), cache_key(SHA, "b")],
+    }
+    (tmp_path / f"embeddings-{SHA[:12]}.json").write_text(json.dumps(meta))
+    c = EmbeddingCache(tmp_path, SHA)
+    got = c.lookup(["a", "b"])
+    assert all(g is not None and np.allclose(g, v[i], atol=1e-3) for i, g in enumerate(got))
+    c.store(["c"], vecs(1, seed=3))
+    c.flush()
+    (json_path,) = tmp_path.glob("*.json")
+    assert json.loads(json_path.read_text())["version"] == 2
+    assert len(EmbeddingCache(tmp_path, SHA)) == 3
+
+
+def test_lookup_into_fills_one_array(tmp_path: Path) -> None:
+    """Hits are written into the caller's rows, misses left as they were; no list of arrays."""
+    v = vecs(3)
+    c = EmbeddingCache(tmp_path, SHA)
+    c.store(["a", "c"], v[[0, 2]])
+    c.flush()
+    c.store(["b"], v[1:2])  # pending, not flushed: found too
+    out = np.full((4, 8), 7.0, dtype=np.float32)
+    found = c.lookup_into(["a", "x", "b", "c"], out)
+    assert found.tolist() == [True, False, True, True]
+    assert np.allclose(out[[0, 2, 3]], v[[0, 1, 2]], atol=1e-3)
+    assert (out[1] == 7.0).all()
+    assert (c.hits, c.misses) == (3, 1)
+    with pytest.raises(ValueError, match="shape"):
+        c.lookup_into(["a"], np.zeros((1, 4), dtype=np.float32))
+
+
+def test_a_failed_build_keeps_the_batches_it_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedder fails on its third batch: the two batches before it are in the cache,
+    and the next build embeds only the rest."""
+    from build_index import pipeline
+    from build_index.embedder import Embedder, get_model
+    from build_index.pipeline import BuildConfig, build
+
+    real = Embedder._run
+    calls = []
+
+    def failing(self: Embedder, *args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the machine ran out of memory")
+        return real(self, *args)
+
+    monkeypatch.setattr(pipeline, "CACHE_FLUSH_S", 3600.0)  # only the final flush
+    monkeypatch.setattr(Embedder, "_run", failing)
+    cache_dir = tmp_path / "cache"
+    with pytest.raises(RuntimeError, match="out of memory"):
+        build(many_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
+    kept = len(EmbeddingCache(cache_dir / "embeddings", get_model().sha256))
+    monkeypatch.setattr(Embedder, "_run", real)
+    report = build(many_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
+    assert 0 < kept < report.chunks
+    assert (report.cached, report.embedded) == (kept, report.chunks - kept)
