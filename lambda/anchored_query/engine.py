@@ -32,6 +32,7 @@ from anchored_query.llm import ChatMessage, LLMClient, make_client
 from anchored_query.llm.calls import Deadline
 from anchored_query.llm_answer import EXTRACTIVE_RESERVE_S
 from anchored_query.prepare import Prepared, retrieve
+from anchored_query.refresher import Refresher
 from anchored_query.response import ms
 from anchored_query.retrieval import Retriever, Scope
 from anchored_query.settings import Settings
@@ -87,9 +88,10 @@ class Engine:
         self._failures = 0
         self._retry_at = 0.0
         self._unavailable = ""
-        # Refresh: checked at most every refresh_s, in the background.
-        self._next_check = time.monotonic() + settings.refresh_s
-        self._refresher: threading.Thread | None = None
+        # Refresh: checked at most every refresh_s, in the background (see _refresh).
+        self._refresher = Refresher(
+            self._refresh, settings.refresh_s, "anchored-index-refresh", lock=self._lock
+        )
         # Versions (versions.py): probed for at the first request.
         self._versions: VersionRouter | None = None
         self._versions_probed = False
@@ -110,7 +112,7 @@ class Engine:
                     self._loaded = self._cold_load()
                 loaded = self._loaded
         else:
-            self._maybe_refresh()
+            self._refresher.maybe_start()
         if version is not None:  # an index that loads here is not versioned
             raise unknown_version(version, None)
         assert loaded is not None
@@ -161,7 +163,7 @@ class Engine:
             exc.headers["Retry-After"] = str(max(1, math.ceil(delay)))
             raise
         self._failures, self._retry_at = 0, 0.0
-        self._next_check = time.monotonic() + self.settings.refresh_s
+        self._refresher.postpone()
         return loaded
 
     def _load(self, fetch: Any) -> Loaded:
@@ -184,29 +186,13 @@ class Engine:
         self._last_error = ""
         return Loaded(index, Retriever(index, embedder), Path(path), time.time())
 
-    def _maybe_refresh(self) -> None:
-        """At most every ``refresh_s``, look for a newer build in a background thread.
-
-        No request waits for the check, the download or the load of a new build
-        (an outage of the store can hold a check for a long time); requests keep
-        the build they started with and later ones get the new one once it is
-        verified and loaded. On any failure the previous build keeps serving.
-        """
-        now = time.monotonic()
-        if now < self._next_check or not self._lock.acquire(blocking=False):
-            return
-        try:
-            if self._refresher is not None and self._refresher.is_alive():
-                return
-            self._next_check = now + self.settings.refresh_s
-            self._refresher = threading.Thread(
-                target=self._refresh, name="anchored-index-refresh", daemon=True
-            )
-            self._refresher.start()
-        finally:
-            self._lock.release()
-
     def _refresh(self) -> None:
+        """Look for a newer build and load it (in the refresher's thread).
+
+        Requests keep the build they started with and later ones get the new one
+        once it is verified and loaded. On any failure the previous build keeps
+        serving.
+        """
         try:
             new_path = self.source.check_for_update()
             if new_path is not None:
@@ -220,11 +206,7 @@ class Engine:
 
     def wait_for_refresh(self, timeout_s: float) -> bool:
         """Wait for a refresh in progress (tests, tools); True when none is running."""
-        refresher = self._refresher
-        if refresher is not None:
-            refresher.join(timeout_s)
-            return not refresher.is_alive()
-        return True
+        return self._refresher.wait(timeout_s)
 
     def close(self) -> None:
         """Release the LLM client's connections (on app shutdown)."""
@@ -293,14 +275,20 @@ class Engine:
         prepared = self.prepare(request)
         return self.finish(prepared, self.answer(prepared))
 
-    def prepare(self, request: AskRequest) -> Prepared:
-        """Check the request against the loaded build and retrieve its passages (prepare.py)."""
-        t0 = time.perf_counter()
-        deadline = Deadline(self.settings.deadline_s)
+    def check(self, request: AskRequest) -> Loaded:
+        """The build that answers ``request``, once the request is checked against it and
+        this engine (503, 400); the streaming route runs it before its stream starts."""
         loaded = self.current(request.version)
         check_scope(request.scope, loaded.index)
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
+        return loaded
+
+    def prepare(self, request: AskRequest) -> Prepared:
+        """Check the request against the loaded build and retrieve its passages (prepare.py)."""
+        t0 = time.perf_counter()
+        deadline = Deadline(self.settings.deadline_s)
+        loaded = self.check(request)
         return retrieve(request, loaded, self.settings, self.llm, deadline, t0)
 
     def answer(self, prepared: Prepared) -> dict[str, Any]:

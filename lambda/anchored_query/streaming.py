@@ -48,7 +48,7 @@ from anchored_query.llm.base import (
 )
 from anchored_query.llm.calls import Deadline
 from anchored_query.types import Passage
-from anchored_query.validation import AskRequest, check_scope
+from anchored_query.validation import AskRequest
 
 log = logging.getLogger("anchored.query")
 
@@ -76,12 +76,9 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 def precheck(engine: Engine, request: AskRequest) -> None:
-    """What :meth:`Engine.prepare` checks first, done before the stream starts so that
-    these failures are the normal JSON error responses (503, 400)."""
-    loaded = engine.current(request.version)
-    check_scope(request.scope, loaded.index)
-    if request.mode == "llm" and engine.llm is None:
-        raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
+    """What :meth:`Engine.prepare` checks first (:meth:`Engine.check`), done before the
+    stream starts so that these failures are the normal JSON error responses (503, 400)."""
+    engine.check(request)
 
 
 def run(engine: Engine, request: AskRequest, emit: Emit, cancelled: threading.Event) -> None:

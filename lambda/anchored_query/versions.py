@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anchored_query.errors import QueryError
+from anchored_query.refresher import Refresher
 from build_index.errors import IndexFormatError
 from build_index.publish import S3Client, S3Location, make_client
 from build_index.versions import (
@@ -124,12 +124,14 @@ class VersionRouter:
         self._make_engine = make_engine
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._lock = threading.Lock()
-        self._next_check = time.monotonic() + settings.refresh_s
-        self._refresher: threading.Thread | None = None
+        # The catalog re-read at most every refresh_s, in the background (as the index).
+        self._refresher = Refresher(
+            self._refresh, settings.refresh_s, "anchored-versions-refresh", lock=self._lock
+        )
 
     def current(self, name: str | None) -> Loaded:
         """The loaded build of version ``name`` (None: the default), with ``version`` set."""
-        self._maybe_refresh()
+        self._refresher.maybe_start()
         catalog = self.catalog
         version = catalog.resolve(name)
         if version is None:
@@ -175,22 +177,7 @@ class VersionRouter:
             "versions_loaded": self.loaded_versions(),
         }
 
-    # -- catalog refresh (background, as the engine's index refresh) ---------
-
-    def _maybe_refresh(self) -> None:
-        now = time.monotonic()
-        if now < self._next_check or not self._lock.acquire(blocking=False):
-            return
-        try:
-            if self._refresher is not None and self._refresher.is_alive():
-                return
-            self._next_check = now + self.settings.refresh_s
-            self._refresher = threading.Thread(
-                target=self._refresh, name="anchored-versions-refresh", daemon=True
-            )
-            self._refresher.start()
-        finally:
-            self._lock.release()
+    # -- catalog refresh ------------------------------------------------------
 
     def _refresh(self) -> None:
         try:
@@ -212,8 +199,4 @@ class VersionRouter:
 
     def wait_for_refresh(self, timeout_s: float) -> bool:
         """Wait for a catalog refresh in progress (tests); True when none is running."""
-        refresher = self._refresher
-        if refresher is not None:
-            refresher.join(timeout_s)
-            return not refresher.is_alive()
-        return True
+        return self._refresher.wait(timeout_s)
