@@ -200,16 +200,7 @@ class BudgetedClient:
     ) -> Completion:
         """The inner client's answer, or ``LLMError("budget")`` when it would pass a cap."""
         bound = input_token_bound(messages)
-        try:
-            reservation = self.budget.reserve(bound, max_tokens)
-        except BudgetExceeded as exc:
-            log.warning("LLM call refused: the spend cap is reached (%s)", exc)
-            raise LLMError("budget", "the spend cap is reached", provider=self.name) from None
-        except StateUnavailable as exc:
-            log.error("LLM call refused: the spend counter cannot be checked (%s)", exc)
-            raise LLMError(
-                "budget", "the spend counter cannot be checked", provider=self.name
-            ) from None
+        reservation = self._reserve(bound, max_tokens)
         try:
             completion = self.inner.complete(
                 messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s

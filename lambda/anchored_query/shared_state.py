@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 log = logging.getLogger("anchored.query")
 
@@ -41,8 +41,8 @@ class StateUnavailable(Exception):
     """The shared store could not be reached or refused the request (not a limit)."""
 
 
-class Counters(Protocol):
-    """Named integer counters grouped in items; items expire."""
+class Counters:
+    """Named integer counters grouped in items; items expire. One subclass per store."""
 
     name: str
 
@@ -61,7 +61,15 @@ class Counters(Protocol):
         of the counters added to. A new item expires at ``expires_at`` (epoch
         seconds). Raises :class:`StateUnavailable` when the store fails.
         """
-        ...
+        limits = limits or {}
+        _check(amounts, limits)
+        return self._add(key, amounts, limits, expires_at)
+
+    def _add(
+        self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
+    ) -> dict[str, int] | None:
+        """The store's own atomic check-and-add, the arguments checked."""
+        raise NotImplementedError
 
 
 def _check(amounts: Mapping[str, int], limits: Mapping[str, int]) -> None:
@@ -72,7 +80,7 @@ def _check(amounts: Mapping[str, int], limits: Mapping[str, int]) -> None:
         raise ValueError("every limited counter must be added to")
 
 
-class MemoryCounters:
+class MemoryCounters(Counters):
     """Counters in this process's memory (one ``anchored serve``, tests)."""
 
     name = "memory"
@@ -83,16 +91,9 @@ class MemoryCounters:
         self._clock = clock
         self._next_purge = 0.0
 
-    def add(
-        self,
-        key: str,
-        amounts: Mapping[str, int],
-        *,
-        limits: Mapping[str, int] | None = None,
-        expires_at: float,
+    def _add(
+        self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
     ) -> dict[str, int] | None:
-        limits = limits or {}
-        _check(amounts, limits)
         with self._lock:
             now = self._clock()
             if now >= self._next_purge:
@@ -110,7 +111,7 @@ class MemoryCounters:
             return {n: values[n] for n in amounts}
 
 
-class SQLiteCounters:
+class SQLiteCounters(Counters):
     """Counters in a SQLite file: kept across restarts, shared by local processes."""
 
     name = "file"
@@ -137,23 +138,16 @@ class SQLiteCounters:
             self._db = db
         return self._db
 
-    def add(
-        self,
-        key: str,
-        amounts: Mapping[str, int],
-        *,
-        limits: Mapping[str, int] | None = None,
-        expires_at: float,
+    def _add(
+        self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
     ) -> dict[str, int] | None:
-        limits = limits or {}
-        _check(amounts, limits)
         with self._lock:
             try:
-                return self._add(key, amounts, limits, expires_at)
+                return self._transaction(key, amounts, limits, expires_at)
             except sqlite3.Error as exc:
                 raise StateUnavailable(f"{self.path}: {exc}") from exc
 
-    def _add(
+    def _transaction(
         self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
     ) -> dict[str, int] | None:
         db = self._connect()
@@ -187,7 +181,7 @@ class SQLiteCounters:
             raise
 
 
-class DynamoDBCounters:
+class DynamoDBCounters(Counters):
     """Counters in a DynamoDB table with a string partition key ``pk`` and TTL on ``expires_at``.
 
     Each counter is a number attribute of the item. A limit becomes a condition
@@ -243,16 +237,9 @@ class DynamoDBCounters:
         with contextlib.suppress(StateUnavailable):
             self.client()
 
-    def add(
-        self,
-        key: str,
-        amounts: Mapping[str, int],
-        *,
-        limits: Mapping[str, int] | None = None,
-        expires_at: float,
+    def _add(
+        self, key: str, amounts: Mapping[str, int], limits: Mapping[str, int], expires_at: float
     ) -> dict[str, int] | None:
-        limits = limits or {}
-        _check(amounts, limits)
         names = {"#e": "expires_at"}
         values: dict[str, Any] = {":e": {"N": str(int(expires_at))}}
         adds, conditions = [], []

@@ -9,7 +9,8 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from types import TracebackType
+from typing import Literal, Protocol, Self, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant"))
@@ -74,6 +75,25 @@ class LLMClient(Protocol):
     ) -> Completion:
         """Answer the chat ``messages``."""
         ...
+
+
+class Closing:
+    """A client that holds connections: ``with client:`` closes them at the end."""
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 # What a streaming call yields: text deltas as the model writes them, then one Completion.

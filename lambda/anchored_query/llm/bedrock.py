@@ -9,12 +9,12 @@ failure to an :class:`~anchored_query.errors.LLMError` category.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any
 
 import boto3
@@ -42,6 +42,7 @@ from botocore.parsers import ResponseParserError
 from anchored_query.errors import LLMError, LLMErrorCategory, redact
 from anchored_query.llm.base import (
     ChatMessage,
+    Closing,
     Completion,
     StreamEvent,
     UnclosedReasoning,
@@ -86,7 +87,7 @@ _MAX_CLIENTS = 6
 _TIMEOUT_STEPS = (0.5, 1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 90, 120)
 
 
-class BedrockClient:
+class BedrockClient(Closing):
     """Bedrock Converse with botocore's connect/read timeouts and ``standard`` retries.
 
     ``region`` empty or ``None`` means the function's own (``AWS_REGION``, which
@@ -128,17 +129,6 @@ class BedrockClient:
 
     def __repr__(self) -> str:
         return f"BedrockClient(name={self.name!r}, region={self.region!r})"
-
-    def __enter__(self) -> BedrockClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close every botocore client this object made."""
@@ -190,33 +180,10 @@ class BedrockClient:
         timeout_s: float | None = None,
     ) -> Completion:
         """Send the chat through Converse and return the answer; raise LLMError on failure."""
-        check_request(messages, max_tokens, temperature)
+        request = self._request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
-        request: dict[str, Any] = {
-            "modelId": self.model_id,
-            "messages": converse_messages(messages),
-            "inferenceConfig": {"maxTokens": max_tokens, "temperature": float(temperature)},
-        }
-        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
-        if system.strip():
-            request["system"] = [{"text": system}]
-        try:
-            client = self._client(per_attempt_s)
-            response = client.converse(**request)
-        except ClientError as exc:
-            raise self._client_error(exc) from None
-        except (ReadTimeoutError, ConnectTimeoutError) as exc:
-            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
-        except (EndpointConnectionError, ConnectionClosedError, BotoConnectionError) as exc:
-            raise self._error("connection", str(exc), exc) from None
-        except HTTPClientError as exc:
-            raise self._error("connection", str(exc), exc) from None
-        except (NoCredentialsError, PartialCredentialsError, NoRegionError) as exc:
-            raise self._error("auth", str(exc), exc) from None
-        except ResponseParserError as exc:
-            raise self._error("malformed", "response is not the Converse format", exc) from None
-        except BotoCoreError as exc:
-            raise self._error("unexpected", str(exc), exc) from None
+        with self._errors(per_attempt_s, "response is not the Converse format"):
+            response = self._client(per_attempt_s).converse(**request)
         return self._text(response)
 
     def stream(
@@ -231,21 +198,14 @@ class BedrockClient:
         framing), then its Completion. botocore bounds each read by the client's read
         timeout (``timeout_s`` rounded down to a step) and the time is checked between
         events, so a stream stops within about ``timeout_s`` plus one read."""
-        check_request(messages, max_tokens, temperature)
+        request = self._request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
-        request: dict[str, Any] = {
-            "modelId": self.model_id,
-            "messages": converse_messages(messages),
-            "inferenceConfig": {"maxTokens": max_tokens, "temperature": float(temperature)},
-        }
-        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
-        if system.strip():
-            request["system"] = [{"text": system}]
         deadline = time.monotonic() + per_attempt_s
         parts: list[str] = []
         stop: Any = None
         usage: Any = None
-        try:
+        # An exception event mid-stream is a ClientError too (EventStreamError).
+        with self._errors(per_attempt_s, "response is not the event stream", reading=True):
             events = self._client(per_attempt_s).converse_stream(**request)["stream"]
             try:
                 for event in events:
@@ -263,7 +223,39 @@ class BedrockClient:
                     usage = event.get("metadata", {}).get("usage", usage)
             finally:
                 events.close()  # an abandoned stream closes the connection
-        except ClientError as exc:  # an exception event mid-stream too (EventStreamError)
+        if stop is None:
+            raise LLMError(
+                "connection", "the stream ended before the reply was complete", provider=self.name
+            )
+        content = [{"text": "".join(parts)}] if parts else []
+        yield self._text(
+            {"output": {"message": {"content": content}}, "stopReason": stop, "usage": usage}
+        )
+
+    def _request(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
+    ) -> dict[str, Any]:
+        """The Converse (and ConverseStream) request: the chat, its system text apart."""
+        check_request(messages, max_tokens, temperature)
+        request: dict[str, Any] = {
+            "modelId": self.model_id,
+            "messages": converse_messages(messages),
+            "inferenceConfig": {"maxTokens": max_tokens, "temperature": float(temperature)},
+        }
+        system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+        if system.strip():
+            request["system"] = [{"text": system}]
+        return request
+
+    @contextlib.contextmanager
+    def _errors(
+        self, per_attempt_s: float, malformed: str, reading: bool = False
+    ) -> Iterator[None]:
+        """botocore's failures of one call as LLMError (``malformed``: what a response that
+        does not parse is not); ``reading``: urllib3's too, from reading a stream's body."""
+        try:
+            yield
+        except ClientError as exc:
             raise self._client_error(exc) from None
         except (ReadTimeoutError, ConnectTimeoutError) as exc:
             raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
@@ -274,21 +266,17 @@ class BedrockClient:
         except (NoCredentialsError, PartialCredentialsError, NoRegionError) as exc:
             raise self._error("auth", str(exc), exc) from None
         except ResponseParserError as exc:
-            raise self._error("malformed", "response is not the event stream", exc) from None
-        except urllib3.exceptions.ReadTimeoutError as exc:  # reading the stream's body
+            raise self._error("malformed", malformed, exc) from None
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            if not reading:
+                raise
             raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
         except urllib3.exceptions.HTTPError as exc:  # the connection dropped mid-stream
+            if not reading:
+                raise
             raise self._error("connection", str(exc), exc) from None
         except BotoCoreError as exc:
             raise self._error("unexpected", str(exc), exc) from None
-        if stop is None:
-            raise LLMError(
-                "connection", "the stream ended before the reply was complete", provider=self.name
-            )
-        content = [{"text": "".join(parts)}] if parts else []
-        yield self._text(
-            {"output": {"message": {"content": content}}, "stopReason": stop, "usage": usage}
-        )
 
     def _error(self, category: LLMErrorCategory, detail: str, exc: Exception) -> LLMError:
         detail = redact(f"{type(exc).__name__}: {detail}", *self._secrets())

@@ -14,7 +14,6 @@ import logging
 import ssl
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -23,6 +22,7 @@ import httpx
 from anchored_query.errors import LLMError, LLMErrorCategory, redact
 from anchored_query.llm.base import (
     ChatMessage,
+    Closing,
     Completion,
     StreamEvent,
     UnclosedReasoning,
@@ -51,7 +51,7 @@ class _RetryableFailure(Exception):
         self.wait_s = wait_s
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(Closing):
     """Chat completions over HTTP, with one retry on a transient failure by default.
 
     ``api_key`` may be empty (Ollama, llama.cpp): then no ``Authorization``
@@ -106,17 +106,6 @@ class OpenAICompatClient:
     def __repr__(self) -> str:
         return f"OpenAICompatClient(name={self.name!r})"
 
-    def __enter__(self) -> OpenAICompatClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def close(self) -> None:
         """Close the pooled connections."""
         self._http.close()
@@ -130,15 +119,8 @@ class OpenAICompatClient:
         timeout_s: float | None = None,
     ) -> Completion:
         """Send the chat and return the answer; raise LLMError when the provider fails."""
-        check_request(messages, max_tokens, temperature)
+        body = self._body(messages, max_tokens, temperature, stream=False)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-            self.token_param: max_tokens,
-            "temperature": temperature,
-            "stream": False,
-        }
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
@@ -227,17 +209,25 @@ class OpenAICompatClient:
     ) -> Iterator[StreamEvent]:
         """The reply as it is written (``stream: true``; :mod:`.streaming`), then its
         Completion; one attempt, all of it within ``timeout_s``."""
-        check_request(messages, max_tokens, temperature)
+        body = self._body(messages, max_tokens, temperature, stream=True)
         total_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        return stream_chat(self, body, total_s)
+
+    def _body(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float, *, stream: bool
+    ) -> dict[str, Any]:
+        """The chat completions request (streamed: with the usage at the end)."""
+        check_request(messages, max_tokens, temperature)
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             self.token_param: max_tokens,
             "temperature": temperature,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": stream,
         }
-        return stream_chat(self, body, total_s)
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
 
     def _read_body(self, response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
         chunks: list[bytes] = []
@@ -281,6 +271,17 @@ class OpenAICompatClient:
             content = ""
         if not isinstance(content, str):
             raise self._error("malformed", f"content is a {type(content).__name__}", status)
+        text = self._reply_text(content, finish, status)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        return Completion(
+            text=text,
+            input_tokens=usage_int(usage.get("prompt_tokens")),
+            output_tokens=usage_int(usage.get("completion_tokens")),
+            finish_reason=finish if isinstance(finish, str) else None,
+        )
+
+    def _reply_text(self, content: str, finish: object, status: int | None) -> str:
+        """The reply without its reasoning blocks; LLMError when nothing else is left."""
         try:
             text = strip_reasoning(content).strip()
         except UnclosedReasoning:
@@ -289,13 +290,7 @@ class OpenAICompatClient:
             ) from None
         if not text:
             raise self._error("empty", f"no text (finish_reason={finish!r})", status)
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        return Completion(
-            text=text,
-            input_tokens=usage_int(usage.get("prompt_tokens")),
-            output_tokens=usage_int(usage.get("completion_tokens")),
-            finish_reason=finish if isinstance(finish, str) else None,
-        )
+        return text
 
 
 @functools.cache

@@ -28,8 +28,6 @@ from anchored_query.errors import LLMError
 from anchored_query.llm.base import (
     Completion,
     StreamEvent,
-    UnclosedReasoning,
-    strip_reasoning,
     usage_int,
 )
 
@@ -141,16 +139,8 @@ def _events(
             finish = choice["finish_reason"]
     if not done and finish is None:
         raise client._error("connection", "the stream ended before the reply was complete")
-    try:
-        text = strip_reasoning("".join(parts)).strip()
-    except UnclosedReasoning:
-        raise client._error(
-            "truncated", f"reasoning block never closed (finish_reason={finish!r})", status
-        ) from None
-    if not text:
-        raise client._error("empty", f"no text (finish_reason={finish!r})", status)
     yield Completion(
-        text=text,
+        text=client._reply_text("".join(parts), finish, status),
         input_tokens=usage_int(usage.get("prompt_tokens")),
         output_tokens=usage_int(usage.get("completion_tokens")),
         finish_reason=finish,
