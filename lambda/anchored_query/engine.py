@@ -22,6 +22,7 @@ from typing import Any
 from anchored_query import languages, llm_answer, logsafe, response
 from anchored_query.budget import with_budget
 from anchored_query.errors import LLMError, QueryError
+from anchored_query.evidence import WITH_PRIOR
 from anchored_query.extractive_answer import (
     EXTRACTIVE_PASSAGES,
     answer_extractive,
@@ -39,6 +40,7 @@ from anchored_query.settings import Settings
 from anchored_query.types import Passage
 from anchored_query.validation import AskRequest, check_scope
 from anchored_query.versions import CatalogUnreadable, VersionRouter, probe, unknown_version
+from anchored_query.word_prior import word_prior
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
 from build_index.index_format import Index, read_index
@@ -184,6 +186,8 @@ class Engine:
                 503, "index_unavailable", f"the index could not be read ({type(exc).__name__})"
             ) from exc
         self._last_error = ""
+        if index.manifest["model"]["name"] in WITH_PRIOR:
+            word_prior(index.model_dir)  # here, not at the build's first question
         return Loaded(index, Retriever(index, embedder), Path(path), time.time())
 
     def _refresh(self) -> None:

@@ -22,6 +22,7 @@ the same for its languages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -41,7 +42,8 @@ _EDGE = "\"'`.,;:!?()[]{}<>«»“”‘’*"
 _SPIECE = "\u2581"  # SentencePiece's word-start mark
 
 _lock = threading.Lock()
-_priors: dict[Path, WordPrior] = {}
+_priors: dict[Path, WordPrior] = {}  # by model folder
+_by_content: dict[str, WordPrior] = {}  # by the sha256 of tokenizer.json: builds share one
 
 
 class WordPrior:
@@ -56,24 +58,30 @@ class WordPrior:
     def from_tokenizer(cls, path: Path) -> WordPrior:
         """Read a Hugging Face ``tokenizer.json`` (WordPiece or Unigram); empty if neither."""
         try:
-            model: dict[str, Any] = json.loads(path.read_text("utf-8")).get("model") or {}
-        except (OSError, ValueError):
+            return cls.from_json(path.read_bytes())
+        except OSError:
+            return cls({})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> WordPrior:
+        """The prior of a ``tokenizer.json``'s bytes; empty if they are neither vocabulary."""
+        try:
+            model: dict[str, Any] = json.loads(raw).get("model") or {}
+        except ValueError:
             return cls({})
         vocab = model.get("vocab")
         words: list[str] = []
         if isinstance(vocab, dict):  # WordPiece / BPE: piece -> id, learnt in order
-            words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+            words = sorted(vocab, key=vocab.__getitem__)
         elif isinstance(vocab, list):  # Unigram: [piece, log probability]
             scored = [(str(p[0]), float(p[1])) for p in vocab if isinstance(p, list) and p]
             words = [
                 w[1:] for w, _ in sorted(scored, key=lambda ps: -ps[1]) if w.startswith(_SPIECE)
             ]
-        ranks: dict[str, int] = {}
-        for w in words:
-            w = w.lower()
-            if _WORD.fullmatch(w) and w not in ranks:
-                ranks[w] = len(ranks) + 1
-        return cls(ranks)
+        # Each whole word's first place, lowercased (a question's words are looked up so);
+        # map/filter/dict.fromkeys keep the loop over ~30k pieces out of Python bytecode.
+        whole = dict.fromkeys(filter(_WORD.fullmatch, map(str.lower, words)))
+        return cls({w: rank for rank, w in enumerate(whole, start=1)})
 
     def prior(self, word: str) -> float:
         """The factor of the module docstring for one word as the reader typed it."""
@@ -85,12 +93,26 @@ class WordPrior:
 
 
 def word_prior(model_dir: Path) -> WordPrior:
-    """The prior of the model in ``model_dir`` (its ``tokenizer.json``), read once."""
+    """The prior of the model in ``model_dir`` (its ``tokenizer.json``), read once per
+    folder and made once per tokenizer: a new build or another version of the same
+    model costs a read and a hash (the engine calls this when it loads an index)."""
     key = model_dir.resolve()
     with _lock:
         found = _priors.get(key)
         if found is None:
-            found = _priors[key] = WordPrior.from_tokenizer(key / "tokenizer.json")
+            found = _priors[key] = _by_tokenizer(key / "tokenizer.json")
+    return found
+
+
+def _by_tokenizer(path: Path) -> WordPrior:
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return WordPrior({})
+    digest = hashlib.sha256(raw).hexdigest()
+    found = _by_content.get(digest)
+    if found is None:
+        found = _by_content[digest] = WordPrior.from_json(raw)
     return found
 
 
