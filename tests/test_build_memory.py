@@ -20,19 +20,7 @@ from build_index.index_format import read_index
 from build_index.pipeline import BuildConfig, bm25_text, build
 from build_index.reuse import chunk_from_record
 from build_index.tokenizer import tokenize
-from build_index.types import PageInput
-
-
-def _pages(n: int) -> list[PageInput]:
-    return [
-        PageInput(
-            url=f"p{i}/",
-            title=f"Page {i}",
-            html=f'<h1 id="p{i}">Page {i}</h1><p>Section {i} explains option number {i}.</p>'
-            f'<h2 id="more">More</h2><p>The server listens on port {8000 + i}.</p>',
-        )
-        for i in range(n)
-    ]
+from tests.pages import numbered_pages
 
 
 def test_bm25_gets_the_token_lists_one_at_a_time(
@@ -47,7 +35,7 @@ def test_bm25_gets_the_token_lists_one_at_a_time(
         return real(seen["lists"], *args, **kwargs)
 
     monkeypatch.setattr(pipeline.BM25Index, "build", spy)
-    report = build(_pages(6), tmp_path / "index", BuildConfig(cache_dir=tmp_path / "cache"))
+    report = build(numbered_pages(6), tmp_path / "index", BuildConfig(cache_dir=tmp_path / "cache"))
     assert seen["lazy"], "the pipeline materialised every chunk's tokens for BM25"
 
     index = read_index(tmp_path / "index")

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from build_index.cache import EmbeddingCache, cache_key
+from tests.pages import numbered_pages
 
 REPO = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32
@@ -260,21 +261,6 @@ def test_a_nan_row_never_stops_a_build(tmp_path: Path) -> None:
     assert np.isfinite(vectors.astype(np.float32)).all()
 
 
-def many_pages(n: int) -> list[Any]:
-    """``n`` small pages of two sections each (the killed build's site)."""
-    from build_index.types import PageInput
-
-    return [
-        PageInput(
-            url=f"p{i}/",
-            title=f"Page {i}",
-            html=f'<h1 id="p{i}">Page {i}</h1><p>Section {i} explains option number {i}.</p>'
-            f'<h2 id="port">Port</h2><p>The server {i} listens on port {8000 + i}.</p>',
-        )
-        for i in range(n)
-    ]
-
-
 def _segments(meta: Path) -> int:
     """How many flushes the cache's ``.json`` names (0 before the first)."""
     try:
@@ -287,10 +273,10 @@ _KILLED_BUILD = """
 import sys
 from pathlib import Path
 from build_index import pipeline
-from tests.test_cache import many_pages
+from tests.pages import numbered_pages
 pipeline.CACHE_FLUSH_S = 0.2
 config = pipeline.BuildConfig(cache_dir=Path(sys.argv[2]))
-pipeline.build(many_pages(int(sys.argv[3])), Path(sys.argv[1]), config)
+pipeline.build(numbered_pages(int(sys.argv[3])), Path(sys.argv[1]), config)
 """
 
 
@@ -326,11 +312,11 @@ def test_a_killed_build_keeps_what_it_flushed(
     with caplog.at_level(logging.WARNING, logger="build_index.cache"):
         flushed = len(EmbeddingCache(cache_dir / "embeddings", spec.sha256))
     assert "unreadable" not in caplog.text
-    report = build(many_pages(n), out, BuildConfig(cache_dir=cache_dir))
+    report = build(numbered_pages(n), out, BuildConfig(cache_dir=cache_dir))
     assert 0 < flushed < report.chunks, (flushed, report.chunks)
     assert report.cached == flushed
     assert report.embedded == report.chunks - flushed
-    again = build(many_pages(n + 1), tmp_path / "again", BuildConfig(cache_dir=cache_dir))
+    again = build(numbered_pages(n + 1), tmp_path / "again", BuildConfig(cache_dir=cache_dir))
     assert (again.cached, again.embedded) == (report.chunks, again.chunks - report.chunks)
 
 
@@ -425,9 +411,9 @@ def test_a_failed_build_keeps_the_batches_it_embedded(
     monkeypatch.setattr(Embedder, "_run", failing)
     cache_dir = tmp_path / "cache"
     with pytest.raises(RuntimeError, match="out of memory"):
-        build(many_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
+        build(numbered_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
     kept = len(EmbeddingCache(cache_dir / "embeddings", get_model().sha256))
     monkeypatch.setattr(Embedder, "_run", real)
-    report = build(many_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
+    report = build(numbered_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
     assert 0 < kept < report.chunks
     assert (report.cached, report.embedded) == (kept, report.chunks - kept)
