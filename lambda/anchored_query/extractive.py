@@ -2,7 +2,7 @@
 
 1. **Sections.** The best sections by retrieval (the passages' fused scores),
    each read whole from the index with its chunks' types
-   (:func:`anchored_query.quote.section_units`: prose, code runs, table rows).
+   (:func:`anchored_query.quote_window.read_sections`).
 2. **The best unit.** Each unit is scored by the question's terms it holds,
    weighted by the index's own IDF times a general-language prior from the
    embedder's vocabulary (:mod:`anchored_query.word_prior`: so the context
@@ -15,15 +15,12 @@
    units; a long question is compared by its sentence closest to the docs).
    Misspelt terms are matched in the index's spelling
    (:mod:`anchored_query.spelling`).
-3. **The window.** The quote is the best unit with the structure around it: a
-   lead-in that ends with ":" brings the code block, rows or list lines that
-   follow, and code brings the line that introduces it; later units join
-   while they add more relevance than they cost (:data:`_UNIT_COST`), up to
-   :data:`MAX_QUOTE_CHARS`; a short section is quoted whole; a table row is
-   shown with its header's names; an option's section brings its
-   ``default:`` line. A section under a version heading (a changelog's, which
-   mentions a feature when it changed) counts :data:`_RELEASE_NOTE` of its
-   score unless the question names a version. A second section whose best
+3. **The quote.** The quote is the best unit with the structure around it
+   (:func:`anchored_query.quote_window.quote_window`: lead-ins, code, rows,
+   tabs, a short section whole, an option's ``default:`` line). A section
+   under a version heading (a changelog's, which mentions a feature when it
+   changed) counts :data:`_RELEASE_NOTE` of its score unless the question
+   names a version. A second section whose best
    unit is nearly as good is quoted too, without the items the first quote
    already shows (the same install block on two pages). When no unit answers
    crisply, the quote is the best section's opening.
@@ -42,9 +39,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +54,8 @@ from anchored_query.evidence import (
     gather_evidence,
     probability_answerable,
 )
-from anchored_query.quote import Unit, render, section_units
+from anchored_query.quote import Unit, render
+from anchored_query.quote_window import MAX_SECTIONS, Section, is_label, quote_window, read_sections
 from anchored_query.spelling import corrected
 from anchored_query.types import Passage, Turn
 from anchored_query.word_prior import WordPrior, term_priors, word_prior
@@ -73,19 +71,14 @@ __all__ = [
     "answer_extractively",
 ]
 
-MAX_SECTIONS = 5  # sections read, best first by retrieval
 MAX_COVERED = 5  # sections named by a refusal
 MAX_EMBEDDED = 10  # units compared with the question by the embedder
-MAX_QUOTE_CHARS = 900  # a quote grows by neighbours only up to this size
-MAX_FOLLOWING = 6  # lines a lead-in brings
-SHORT_SECTION = 400  # characters: a section this short is quoted whole
 _EMBED_CHARS = 160
 LONG_QUESTION = 25  # words: a longer question is read sentence by sentence (_focus)
 MAX_PARTS = 3
 _SENTENCE_END = re.compile(r"(?<=[.?!。？！])\s+|(?<=[。？！])")
 _HISTORY_WEIGHT = 0.5
 _LABEL = 0.5  # a short line without a full stop is a label, rarely the answer
-_UNIT_COST = 0.35  # a further unit joins the quote when it is worth this share of the best
 _SECOND = 0.85  # a second section is quoted when its best unit scores this share of the best
 _CRISP = 0.35  # below this unit score, quote the best section's opening
 
@@ -93,10 +86,7 @@ _CRISP = 0.35  # below this unit score, quote the best section's opening
 # changed, the reference says how it works: unless the question names a version,
 # their units count this share.
 _RELEASE_NOTE = 0.7
-_VERSION_HEADING = re.compile(r"^(?:version|release|v)?\s*\d+(?:\.\d+)+\b", re.I)
 _VERSION = re.compile(r"\b\d+\.\d+\b")
-_DEFAULT_LINE = re.compile(r"^(?:\*\*)?(?:default|defaults to|默认值?)(?:\*\*)?\s*[:：=]", re.I)
-_ANAPHORA = re.compile(r"^(?:it|its|this|these|that|those|they|such|then)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -170,16 +160,6 @@ class _Scored:
     score: float = 0.0  # own, plus its section's headings and retrieval score
 
 
-@dataclass
-class _Section:
-    passage: Passage
-    text: str
-    units: list[Unit]
-    heading_terms: frozenset[str]
-    prior: float
-    release_note: bool = False  # under a version heading ("Version 1.6.0 (2024-04-20)")
-
-
 def answer_extractively(
     question: str,
     passages: Sequence[Passage],
@@ -213,7 +193,7 @@ def answer_extractively(
         return ExtractiveResult([], True, "No passages of the documentation match.", 0.0, covered)
     prior = word_prior(index.model_dir) if index is not None and model in WITH_PRIOR else None
     weights = _weights(question, history, pool, index, prior)
-    sections = _sections(pool, index)
+    sections = read_sections(pool, index)
     scored = [
         _Scored(u, i)
         for i, s in enumerate(sections)
@@ -233,7 +213,7 @@ def answer_extractively(
         c.heading = heading
         c.own = BLEND.lexical * c.lexical
         c.score = c.own + BLEND.heading * heading + BLEND.prior * s.prior
-        if _is_label(c.unit):
+        if is_label(c.unit):
             c.score *= _LABEL  # "Python version", "Set language": a label, not an answer
         if s.release_note and not asks_version:
             c.score *= _RELEASE_NOTE
@@ -319,14 +299,14 @@ def answer_extractively(
     )
 
 
-def _choose_quotes(scored: list[_Scored], sections: list[_Section]) -> list[Quote]:
+def _choose_quotes(scored: list[_Scored], sections: list[Section]) -> list[Quote]:
     """The quotes of the best unit and, when one is about as good, of a second section."""
     best = max(scored, key=lambda c: c.score)
     if best.score < _CRISP:
         # Sections match but no line answers crisply: the best section's opening.
         first = sections[0]
         opening = next((u for u in first.units if u.kind != "header"), first.units[0])
-        return [_quote(first, _window(first, opening, {}, _CRISP))]
+        return [_quote(first, quote_window(first, opening, {}, _CRISP))]
     quotes = [_best_quote(best, scored, sections)]
     # A second section about as good (the answer is often split across two).
     others = [c for c in scored if c.section != best.section]
@@ -417,71 +397,6 @@ def _weights(
     return {t: w for t, w in weights.items() if w > 0}
 
 
-def _sections(pool: Sequence[Passage], index: Index | None) -> list[_Section]:
-    """The best :data:`MAX_SECTIONS` distinct sections, best first, as units."""
-    ordered = sorted(enumerate(pool), key=lambda ip: (-ip[1].score, ip[0]))
-    top = max((p.score for p in pool), default=0.0) or 1.0
-    out: list[_Section] = []
-    seen: set[str] = set()
-    for _, p in ordered:
-        if p.section_id in seen:
-            continue
-        seen.add(p.section_id)
-        text, chunks, code = _section_source(p, index)
-        units = section_units(text, chunks, code)
-        if not units:
-            continue
-        heading = frozenset(tokenize(" ".join([p.title, *p.heading_path])))
-        prior = max(0.0, p.score / top) if p.score > 0 else 1.0 / (1 + len(out))
-        release_note = any(_VERSION_HEADING.match(h) for h in p.heading_path[1:])
-        out.append(_Section(p, text, units, heading, prior, release_note))
-        if len(out) >= MAX_SECTIONS:
-            break
-    return out
-
-
-def _section_source(
-    p: Passage, index: Index | None
-) -> tuple[str, list[Mapping[str, Any]], list[Any] | None]:
-    """The section's whole text, its chunks and its code blocks (``meta.code``: None
-    for an index built before it was recorded), from the index when there is one."""
-    if index is not None and p.chunk_ids:
-        try:
-            section = index.sections[p.section_id]
-            row = index.chunks.row_of(p.chunk_ids[0])
-        except KeyError:
-            section = None
-        if section is not None:
-            chunks = index.chunks
-            lo = row
-            while lo > 0 and chunks[lo - 1]["parent"] == p.section_id:
-                lo -= 1
-            hi = row
-            while hi + 1 < len(chunks) and chunks[hi + 1]["parent"] == p.section_id:
-                hi += 1
-            code = (section.get("meta") or {}).get("code")
-            rows: list[Mapping[str, Any]] = [chunks[i] for i in range(lo, hi + 1)]
-            return str(section["text"]), rows, code if isinstance(code, list) else None
-    return p.text, _table_runs(p.text), None
-
-
-def _table_runs(text: str) -> list[Mapping[str, Any]]:
-    """Pseudo-chunks for a bare passage: runs of lines with as many ``" | "`` cells."""
-    out: list[Mapping[str, Any]] = []
-    offset = 0
-    run: list[tuple[int, int, int]] = []
-    for line in [*text.split("\n"), ""]:
-        width = len(line.split(" | ")) if " | " in line else 0
-        if run and width != run[-1][2]:
-            if len(run) >= 2:
-                out.append({"type": "table", "offsets": (run[0][0], run[-1][1])})
-            run = []
-        if width:
-            run.append((offset, offset + len(line), width))
-        offset += len(line) + 1
-    return out
-
-
 def _terms(u: Unit) -> frozenset[str]:
     if not u.terms:
         u.terms = frozenset(tokenize(u.text))
@@ -491,7 +406,7 @@ def _terms(u: Unit) -> frozenset[str]:
 def _add_semantic(
     question: str,
     scored: list[_Scored],
-    sections: list[_Section],
+    sections: list[Section],
     embedder: SentenceEmbedder,
     question_vector: npt.NDArray[np.float32] | None,
     scale: tuple[float, float] | None,
@@ -528,92 +443,19 @@ def _add_semantic(
     return np.stack(embedded) if embedded else np.zeros((0, len(q)), dtype=np.float32)
 
 
-def _is_label(u: Unit) -> bool:
-    words = u.text.split()
-    return u.kind == "prose" and len(words) < 4 and not u.text.endswith((".", "!", "?", "。"))
-
-
-def _embedding_text(c: _Scored, s: _Section) -> str:
+def _embedding_text(c: _Scored, s: Section) -> str:
     heading = s.passage.heading_path[-1] if s.passage.heading_path else s.passage.title
     text = c.unit.text[:_EMBED_CHARS]
     return f"{heading}: {text}" if heading else text
 
 
-def _best_quote(best: _Scored, scored: list[_Scored], sections: list[_Section]) -> Quote:
+def _best_quote(best: _Scored, scored: list[_Scored], sections: list[Section]) -> Quote:
     section = sections[best.section]
     by_unit = {id(c.unit): c.own for c in scored if c.section == best.section}
-    return _quote(section, _window(section, best.unit, by_unit, best.own))
+    return _quote(section, quote_window(section, best.unit, by_unit, best.own))
 
 
-def _window(section: _Section, best: Unit, scores: dict[int, float], top: float) -> list[Unit]:
-    """The best unit with the structure around it (see the module docstring)."""
-    units = section.units
-    if sum(len(u.text) for u in units) <= SHORT_SECTION:
-        return [u for u in units if u.kind != "header"]  # a short section is quoted whole
-    i = j = best.index
-    if best.kind == "code" and i > 0 and units[i - 1].kind == "prose":
-        i -= 1  # code with the line that introduces it
-    if best.kind == "row":
-        while i > 0 and units[i - 1].kind == "row" and scores.get(id(units[i - 1]), 0) >= top:
-            i -= 1
-    if best.kind == "prose" and i > 0 and units[i - 1].lead_in and best.text[-1:] not in ":：":
-        i -= 1  # a list line with the lead-in above it
-    if best.kind == "prose" and _ANAPHORA.match(best.text) and i > 0:
-        i -= units[i - 1].kind == "prose"  # "It defaults to 8000." needs what "it" is
-    j = _following(units, j)
-    # The quote grows to the contiguous run with the most relevance to spare:
-    # each unit adds its own relevance less _UNIT_COST of the best unit's, so a
-    # weak line is crossed only to reach a good one, within MAX_QUOTE_CHARS.
-    size = sum(len(u.text) for u in units[i : j + 1])
-    gain, best_gain, end = 0.0, 0.0, j
-    for k in range(j + 1, len(units)):
-        size += len(units[k].text)
-        if size > MAX_QUOTE_CHARS:
-            break
-        gain += scores.get(id(units[k]), 0.0) - _UNIT_COST * top
-        if gain > best_gain:
-            best_gain, end = gain, k
-    j = _following(units, end) if end > j else j
-    window = [u for u in units[i : j + 1] if u.kind != "header"]
-    defaults = [u for u in units if _DEFAULT_LINE.match(u.text.strip()) and u not in window]
-    return sorted(window + defaults[:1], key=lambda u: u.index)
-
-
-def _following(units: list[Unit], j: int) -> int:
-    """The last unit a unit brings: a lead-in its block, prose its code example."""
-    u = units[j]
-    if u.lead_in:
-        k = j + 1
-        if k < len(units) and units[k].kind == "header":
-            k += 1
-        # Content tabs: their labels ("Set language", "Add further languages") come
-        # before their panels; the lead-in brings the labels and one block each.
-        labels = 0
-        while k < len(units) and _is_label(units[k]) and labels < MAX_FOLLOWING:
-            k, labels = k + 1, labels + 1
-        kind = units[k].kind if k < len(units) else ""
-        if kind in ("code", "row"):
-            end = k
-            while end + 1 < len(units) and units[end + 1].kind == kind and end - k < MAX_FOLLOWING:
-                if kind == "code" and end - k + 1 >= labels:
-                    break
-                end += 1
-            return end
-        end = j
-        size = 0
-        while end + 1 < len(units) and end - j < MAX_FOLLOWING and units[end + 1].kind == "prose":
-            size += len(units[end + 1].text)
-            if size > MAX_QUOTE_CHARS or units[end + 1].lead_in:
-                break
-            end += 1
-        return end
-    nxt = units[j + 1] if j + 1 < len(units) else None
-    if u.kind == "prose" and nxt is not None and nxt.kind == "code" and nxt.text.count("\n") < 15:
-        return j + 1
-    return j
-
-
-def _quote(section: _Section, window: list[Unit]) -> Quote:
+def _quote(section: Section, window: list[Unit]) -> Quote:
     start = min(u.start for u in window)
     end = max(u.end for u in window)
     highlight = " ".join(section.text[start:end].split())
