@@ -8,8 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip
-# setuptools announces every editable install of a package-dir layout with a notice
-# ("Editable installation … be careful with folders …"); nothing is wrong, so hide it.
-PYTHONWARNINGS="ignore:Editable installation" python -m pip install --quiet -e '.[serve]'
+. scripts/pip.sh
+quiet_pip install --quiet --upgrade pip
+quiet_pip install --quiet -e '.[serve]'
 exec anchored serve -f mkdocs.yml "$@"

@@ -9,10 +9,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip
-# setuptools announces every editable install of a package-dir layout with a notice
-# ("Editable installation … be careful with folders …"); nothing is wrong, so hide it.
-PYTHONWARNINGS="ignore:Editable installation" python -m pip install --quiet -e '.[dev]'
+. scripts/pip.sh
+quiet_pip install --quiet --upgrade pip
+quiet_pip install --quiet -e '.[dev]'
 
 # A real headless Chromium for the ask-box tests (Debian's package; Playwright's
 # own browser download is not used).
