@@ -174,3 +174,17 @@ def test_never_raises_and_spans_are_ordered(seed: int) -> None:
         assert text[s.start : s.end] == s.text
         assert s.start >= previous_end
         previous_end = s.end
+
+
+def test_a_citation_marker_before_the_full_stop_ends_the_sentence() -> None:
+    # The fake browser LLM quotes a table row after a cited sentence; joined, the two
+    # became one item citing one passage for a claim half made of the other's text.
+    text = "The server listens on port 8000 by default [1]. option | default | dev_addr [2]."
+    assert split_sentences(text) == [
+        "The server listens on port 8000 by default [1].",
+        "option | default | dev_addr [2].",
+    ]
+    # Without a marker, a lowercase word after the full stop still does not split.
+    assert split_sentences("It is set in mkdocs.yml. see below.") == [
+        "It is set in mkdocs.yml. see below."
+    ]

@@ -43,6 +43,9 @@ _BLANK_LINE = re.compile(r"(?=\n\n)")
 _LIST_MARKER_ONLY = re.compile(r"^\s*(?:[-*+]\s+)?(?:\d{1,3}|[A-Za-z]|[ivxlcIVXLC]{1,5})$")
 _MARKER_TAIL = re.compile(r"[ \t]*(?:" + CITATION_MARKER.pattern + r")", re.IGNORECASE)
 _MARKER_END_PUNCT = re.compile(r"[ \t]*[.。](?=\s|$)")
+# A citation marker right before the terminator ("… by default [1]. option | …"): the
+# writer closed a cited sentence there, whatever the case of the next word.
+_MARKER_BEFORE = re.compile(r"(?:" + CITATION_MARKER.pattern + r")[ \t]*$", re.IGNORECASE)
 # Abbreviations after which "." does not end a sentence. "etc." is absent on
 # purpose: it often does end one, and "etc. and" is caught by the lowercase rule.
 _ABBREVIATIONS = frozenset(
@@ -268,6 +271,8 @@ def _ends_sentence(text: str, seg_start: int, dot: int, after: int) -> bool:
     k = after
     while k < len(text) and text[k] in " \t":
         k += 1
+    if _MARKER_BEFORE.search(text, seg_start, dot):
+        return True
     if k < len(text) and text[k] != "\n" and text[k].islower():
         return False
     if text[dot] != ".":
