@@ -241,7 +241,9 @@ before(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'anchored-streaming-'));
   browser = await launch();
   if (GIVEN.material && GIVEN.mkdocs) return void Object.assign(servers, GIVEN);
-  const fake = startProcess(PY, [join(HERE, 'fake_llm.py'), '--paragraphs', '3', '--first-token-s', '0.3', '--tokens-per-s', '12'], { cwd: ROOT, env: {}, log: join(tmp, 'fake_llm.log') });
+  // 6 words a second: the second and third paragraphs take about 2 s after the first is
+  // verified (at 12, CI once saw the first sentence only 989 ms before the end).
+  const fake = startProcess(PY, [join(HERE, 'fake_llm.py'), '--paragraphs', '3', '--first-token-s', '0.3', '--tokens-per-s', '6'], { cwd: ROOT, env: {}, log: join(tmp, 'fake_llm.log') });
   const llm = await waitFor(fake, 'fake_llm.py', async () => (fake.output.join('').match(/^READY (\S+)/m) || [])[1], 30000);
   await Promise.all(
     ['material', 'mkdocs'].map(async (theme) => {
