@@ -22,10 +22,11 @@ from build_index import __version__
 from build_index.bm25 import BM25Index
 from build_index.cache import EmbeddingCache, cache_key
 from build_index.chunking import ChunkSettings, chunk_page, is_excluded
-from build_index.embedder import DESCRIPTOR_NAME, Embedder, ModelSpec, get_model
+from build_index.embedder import Embedder
 from build_index.errors import PageError
 from build_index.index_format import VERSION as FORMAT_VERSION
 from build_index.index_format import Manifest, ModelInfo, write_index
+from build_index.model_registry import DESCRIPTOR_NAME, ModelSpec, get_model
 from build_index.reuse import ReuseRefused, open_published
 from build_index.tokenizer import TOKENIZER_SETTINGS, tokenize
 from build_index.types import Chunk, PageInput, Section

@@ -115,8 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from build_index.embedder import get_model, known_models, user_model_dir
     from build_index.errors import AnchoredError
+    from build_index.model_registry import get_model, known_models, user_model_dir
 
     if args.action == "list":
         for name in known_models():

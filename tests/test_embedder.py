@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from build_index.embedder import (
+from build_index.embedder import Embedder
+from build_index.errors import ModelError
+from build_index.model_registry import (
     DESCRIPTOR_NAME,
     MINILM_SHA256,
-    Embedder,
     ModelSpec,
     get_model,
     known_models,
     sha256_file,
 )
-from build_index.errors import ModelError
 
 
 @pytest.fixture(scope="module")
