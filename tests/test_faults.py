@@ -25,6 +25,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anchored_query.build_cache as build_cache
 import anchored_query.s3_source as s3_source
 import httpx
 import pytest
@@ -498,14 +499,14 @@ class SmallDisk:
                     return SimpleNamespace(total=total, used=used, free=max(0, total - used))
                 return real_usage(path)
 
-            self.monkeypatch.setattr(s3_source.shutil, "disk_usage", usage)
+            self.monkeypatch.setattr(build_cache.shutil, "disk_usage", usage)
 
     def fill(self) -> Path:
         """Take all the space that is left (another process filling /tmp)."""
         filler = self.path / ".filler"
         if not self.real:
             self.monkeypatch.setattr(
-                s3_source.shutil,
+                build_cache.shutil,
                 "disk_usage",
                 lambda _: SimpleNamespace(total=1, used=1, free=0),
             )
@@ -583,7 +584,7 @@ def test_running_out_of_space_mid_download_cleans_up_and_recovers(
     s3 = s3_env
     publish(qa_index, s3.url, client=s3.client)
     plenty = SimpleNamespace(total=1 << 40, used=0, free=1 << 40)
-    monkeypatch.setattr(s3_source.shutil, "disk_usage", lambda _: plenty)
+    monkeypatch.setattr(build_cache.shutil, "disk_usage", lambda _: plenty)
     if not small_disk.real:
         real_replace = os.replace
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import anchored_query.s3_source as s3_source
 import pytest
+from anchored_query.build_cache import CACHE_MARKER
 from anchored_query.index_store import IndexSource, IndexStoreError
 from anchored_query.local_source import LocalIndexSource
 from anchored_query.s3_source import S3IndexSource, with_retries
@@ -336,7 +337,7 @@ def test_eviction_deletes_only_the_build_folders_the_cache_made(
     _publish(s3, tmp_path, 1)
     source = _source(s3, tmp_path, clock)
     first = source.fetch()
-    assert (first / s3_source.CACHE_MARKER).is_file()
+    assert (first / CACHE_MARKER).is_file()
     for n in (2, 3, 4):
         _publish(s3, tmp_path, n)
         clock.now += 31
@@ -344,7 +345,7 @@ def test_eviction_deletes_only_the_build_folders_the_cache_made(
     for name, data in precious.items():
         assert (cache / name).read_bytes() == data, name
     assert not first.exists()  # the cache's own old builds are still evicted
-    marked = [p for p in cache.iterdir() if (p / s3_source.CACHE_MARKER).is_file()]
+    marked = [p for p in cache.iterdir() if (p / CACHE_MARKER).is_file()]
     assert len(marked) == 2
 
 

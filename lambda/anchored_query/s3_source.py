@@ -3,10 +3,10 @@
 The cache is ``/tmp/anchored/<build_id>/`` on Lambda, filled by following
 ``current.json`` -> the build's ``manifest.json`` -> its files. Every file is
 written under a temporary name, checked against the manifest's SHA-256 and
-size, then renamed, so a file with its final name in the cache is always a
-verified one; the manifest is written last and marks the build complete. A
-file another cached build already has (the ONNX model, shared across builds
-by its hash) is hard-linked instead of downloaded again.
+size, then renamed (the cache itself, its marker and eviction, is
+:mod:`anchored_query.build_cache`). A file another cached build already has
+(the ONNX model, shared across builds by its hash) is hard-linked instead of
+downloaded again.
 
 ``check_for_update()`` is cheap enough to call on every request: at most once
 every ``refresh_s`` seconds it sends a conditional GET of ``current.json``
@@ -21,15 +21,21 @@ import hashlib
 import logging
 import os
 import random
-import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from anchored_query import snapshot
+from anchored_query.build_cache import (
+    BuildCache,
+    has,
+    link_or_copy,
+    make_build_dir,
+    part_name,
+    write_atomic,
+)
 from anchored_query.index_store import NO_SPACE, NOT_PUBLISHED, IndexSource, IndexStoreError
 from anchored_query.prefetch import wait_for_prefetch
 from build_index.errors import IndexFormatError
@@ -59,11 +65,6 @@ _TRANSIENT_CODES = {
     "Throttling",
     "ThrottlingException",
 }
-# Written into every build folder the cache creates, before anything else: eviction
-# deletes only folders that carry it, so nothing else kept under the cache directory
-# (feedback, another tool's files) is ever removed.
-CACHE_MARKER = ".anchored-cache-build"
-_SPACE_MARGIN = 16 * 1024 * 1024  # leave some room in /tmp for everything else
 _DOWNLOAD_THREADS = 8
 
 
@@ -133,6 +134,7 @@ class S3IndexSource(IndexSource):
         self.cache_dir = cache_dir
         self.refresh_s = refresh_s
         self.max_cached_builds = max(1, max_cached_builds)
+        self._cache = BuildCache(cache_dir, self.max_cached_builds)
         self._client = client
         self._endpoint_url = endpoint_url
         self._clock = clock
@@ -227,7 +229,7 @@ class S3IndexSource(IndexSource):
         """Make ``pointer``'s build complete and verified in the cache; return its directory."""
         build_dir = self.cache_dir / pointer.build_id
         try:
-            if self._complete(build_dir, pointer.manifest_sha256):
+            if self._cache.is_complete(build_dir, pointer.manifest_sha256):
                 return build_dir
             raw = self._download_manifest(pointer)
             manifest = snapshot.read_manifest(raw, self.loc.url(pointer.manifest))
@@ -236,15 +238,15 @@ class S3IndexSource(IndexSource):
                     f"{self.loc.url(pointer.manifest)} names build {manifest.build_id}, "
                     f"current.json names {pointer.build_id}; publish the index again"
                 )
-            self._evict(keep={pointer.build_id, *([self.build_id] if self.build_id else [])})
-            _make_build_dir(build_dir, pointer.build_id)
+            self._cache.evict(keep={pointer.build_id, *([self.build_id] if self.build_id else [])})
+            make_build_dir(build_dir, pointer.build_id)
             missing = {
                 name: entry
                 for name, entry in manifest.files.items()
-                if not _has(build_dir / name, entry[1])
+                if not has(build_dir / name, entry[1])
             }
-            cached = self._cached_files(exclude=build_dir)
-            self._check_space(
+            cached = self._cache.verified_files(exclude=build_dir)
+            self._cache.check_space(
                 pointer.build_id,
                 sum(size for sha, size in missing.values() if (sha, size) not in cached),
             )
@@ -252,12 +254,12 @@ class S3IndexSource(IndexSource):
             for name, (sha, size) in sorted(missing.items()):
                 dest = build_dir / name
                 if (sha, size) in cached:
-                    _link_or_copy(cached[sha, size], dest)
+                    link_or_copy(cached[sha, size], dest)
                 else:
                     key = self.loc.key("builds", pointer.build_id, name)
                     downloads.append((key, dest, sha, size))
             self._download_all(downloads)
-            _write_atomic(build_dir / MANIFEST, raw)  # last: marks the build complete
+            write_atomic(build_dir / MANIFEST, raw)  # last: marks the build complete
             return build_dir
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
@@ -271,17 +273,6 @@ class S3IndexSource(IndexSource):
                 f"cannot write the index cache {self.cache_dir}: {exc}",
                 "the index cannot be written to this instance's storage",
             ) from exc
-
-    def _complete(self, build_dir: Path, manifest_sha256: str) -> bool:
-        """True when a cached build has the pointer's manifest and every file at its size."""
-        try:
-            raw = (build_dir / MANIFEST).read_bytes()
-            manifest = snapshot.read_manifest(raw, str(build_dir / MANIFEST))
-        except (OSError, IndexFormatError):
-            return False
-        if hashlib.sha256(raw).hexdigest() != manifest_sha256:
-            return False
-        return all(_has(build_dir / name, size) for name, (_, size) in manifest.files.items())
 
     def _download_manifest(self, pointer: Pointer) -> bytes:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -335,7 +326,7 @@ class S3IndexSource(IndexSource):
         from botocore.exceptions import BotoCoreError, ClientError, FlexibleChecksumError
 
         url = f"s3://{self.loc.bucket}/{key}"
-        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
+        tmp = part_name(dest)
 
         def get() -> tuple[str, int]:
             digest, count = hashlib.sha256(), 0
@@ -372,105 +363,3 @@ class S3IndexSource(IndexSource):
             raise IndexStoreError(f"cannot reach S3 to read {url}: {exc}") from exc
         finally:
             tmp.unlink(missing_ok=True)
-
-    def _cached_files(self, exclude: Path) -> dict[tuple[str, int], Path]:
-        """(sha256, size) -> path of every verified file in the other cached builds."""
-        found: dict[tuple[str, int], Path] = {}
-        for other in self._cached_builds():
-            if other == exclude:
-                continue
-            try:
-                raw = (other / MANIFEST).read_bytes()
-                files = snapshot.read_manifest(raw, str(other / MANIFEST)).files
-            except (OSError, IndexFormatError):
-                continue  # incomplete: its files are not known to be verified
-            for name, (sha, size) in files.items():
-                if _has(other / name, size):
-                    found.setdefault((sha, size), other / name)
-        return found
-
-    def _cached_builds(self) -> list[Path]:
-        """The build folders this cache created (named by their build id, with the marker)."""
-        if not self.cache_dir.is_dir():
-            return []
-        return [
-            p
-            for p in self.cache_dir.iterdir()
-            if not p.name.startswith(".") and not p.is_symlink() and p.is_dir() and _is_marked(p)
-        ]
-
-    def _evict(self, keep: set[str]) -> None:
-        """Delete cached builds other than ``keep`` (so at most ``max_cached_builds`` remain).
-
-        Only folders the cache created itself (:data:`CACHE_MARKER`) are candidates.
-        """
-        builds = sorted(self._cached_builds(), key=lambda p: p.stat().st_mtime, reverse=True)
-        room = self.max_cached_builds - len(keep)
-        for build_dir in builds:
-            if build_dir.name in keep:
-                continue
-            if room > 0 and (build_dir / MANIFEST).is_file():
-                room -= 1
-                continue
-            shutil.rmtree(build_dir, ignore_errors=True)
-
-    def _check_space(self, build_id: str, needed: int) -> None:
-        free = shutil.disk_usage(self.cache_dir).free
-        if needed + _SPACE_MARGIN > free:
-            raise IndexStoreError(
-                f"no space left in {self.cache_dir} for index build {build_id}: it needs "
-                f"{needed} bytes, {free} are free; give the function more ephemeral storage "
-                "(EphemeralStorage in template.yaml)",
-                NO_SPACE,
-            )
-
-
-def _make_build_dir(build_dir: Path, build_id: str) -> None:
-    """Create (or adopt, when it is the cache's own) the folder of one cached build."""
-    if build_dir.is_symlink() or (build_dir.exists() and not build_dir.is_dir()):
-        raise IndexStoreError(f"{build_dir} is in the way of the index cache; remove it")
-    if build_dir.is_dir() and not _is_marked(build_dir) and any(build_dir.iterdir()):
-        raise IndexStoreError(
-            f"{build_dir} holds files the index cache did not write; move them away or "
-            "set ANCHORED_CACHE_DIR to a folder of its own"
-        )
-    build_dir.mkdir(parents=True, exist_ok=True)
-    marker = build_dir / CACHE_MARKER
-    if not marker.is_file():
-        _write_atomic(marker, f"anchored index cache: build {build_id}\n".encode())
-
-
-def _is_marked(build_dir: Path) -> bool:
-    return (build_dir / CACHE_MARKER).is_file()
-
-
-def _has(path: Path, size: int) -> bool:
-    """A cached file with its final name exists and has its size (it was verified on write)."""
-    try:
-        return path.stat().st_size == size
-    except OSError:
-        return False
-
-
-def _link_or_copy(source: Path, dest: Path) -> None:
-    """Hard-link ``source`` to ``dest`` (same file system, no extra space), else copy it."""
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.part")
-    try:
-        try:
-            os.link(source, tmp)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise
-            shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
