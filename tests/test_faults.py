@@ -162,7 +162,10 @@ def test_s3_unreachable_at_cold_start_is_a_503_naming_it_then_recovers(
             t1 = time.monotonic()
             during = c.post("/v1/ask", json={"question": QUESTION})
             assert during.status_code == 503 and during.json() == first.json()
-            assert time.monotonic() - t1 < min(1.0, took)
+            # Faster than the first request, which made 3 attempts and slept 2 backoffs (at
+            # least 0.3 s): measured against it, not a fixed second, so a busy machine's slow
+            # request overhead is on both sides. The retry count below says no attempt was made.
+            assert time.monotonic() - t1 < took
             assert len([r for r in caplog.records if "retrying after" in r.getMessage()]) == 2
 
             # S3 comes back on the same address; the next attempt after Retry-After works.
@@ -215,10 +218,12 @@ def test_a_hanging_store_during_a_refresh_holds_no_request(
         publish(second_index, s3.url, client=s3.client)
         hanging = threading.Event()
         release = threading.Event()
+        returned = threading.Event()
 
         def hang(**_: Any) -> None:
             hanging.set()
-            release.wait(WAIT_S)
+            release.wait(5 * WAIT_S)  # released below; longer than the 20 asks can take
+            returned.set()
 
         engine.source.client.meta.events.register("before-send.s3.GetObject", hang)
         try:
@@ -229,7 +234,11 @@ def test_a_hanging_store_during_a_refresh_holds_no_request(
                 slowest = max(slowest, time.monotonic() - t0)
                 assert response.status_code == 200 and response.json()["build_id"] == old
             assert hanging.is_set(), "a check for a new build was under way"
-            assert slowest < 2.0, f"a request waited {slowest:.1f}s for the store"
+            # Every answer came back while the store still hung: none waited for it (one that
+            # did would have returned only with the hang, after 5 * WAIT_S). Not a fixed bound
+            # on the answer time: a busy machine took 2.1 s for one plain answer.
+            assert not returned.is_set(), f"a request waited {slowest:.1f}s for the store"
+            assert slowest < WAIT_S, f"a request waited {slowest:.1f}s for the store"
         finally:
             engine.source.client.meta.events.unregister("before-send.s3.GetObject", hang)
             release.set()
