@@ -10,11 +10,11 @@
 //   ANCHORED_TEST_URL=http://127.0.0.1:8000 ANCHORED_E2E=extractive \
 //   ANCHORED_E2E_FEEDBACK=<copy of qa-site>/.anchored/feedback node --test e2e.test.js
 // Without ANCHORED_E2E (e.g. under run.sh against the harness) every test is skipped.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BASE, SHOTS, flat, key, launch, newPage, open, readHighlight, replyOf, ask, until } from './helpers.js';
+import { BASE, SHOTS, flat, key, fileBrowser, newPage, open, readHighlight, replyOf, ask, until } from './helpers.js';
 import { itemText } from '../../plugin/assets/markdown.js';
 import { encodeSpec, specFor } from '../../plugin/assets/text.js';
 
@@ -34,13 +34,7 @@ const SCOPE_Q = 'What should I do when the port is already in use?';
 const CLOUD_Q = 'Which outputs of the cloud deploy do I need next?';
 const XSS_Q = 'What are the markup examples in notes from users? <script>window.__xss=1</script><img src=x onerror="window.__xss=2">';
 
-let browser;
-before(async () => {
-  if (MODE) browser = await launch();
-});
-after(async () => {
-  if (browser) await browser.close();
-});
+const browser = await fileBrowser({ skip });
 
 // ---- observing the real API (never answering it)
 

@@ -4,6 +4,7 @@ import { readFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { after } from 'node:test';
 import { chromium } from 'playwright-core';
 import { sseParser } from '../../plugin/assets/api.js';
 
@@ -27,6 +28,17 @@ const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking'
 
 export function launch() {
   return chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, args: ARGS });
+}
+
+/**
+ * The test file's one Chromium, closed after its tests: `const browser = await fileBrowser();`
+ * at the top of the file. None (null) when `skip` is set (the file's tests are skipped).
+ */
+export async function fileBrowser({ skip = false } = {}) {
+  if (skip) return null;
+  const browser = await launch();
+  after(() => browser.close());
+  return browser;
 }
 
 let harness = null;

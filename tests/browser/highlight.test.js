@@ -1,25 +1,19 @@
 // Citation links: landing on the section and highlighting exactly the cited passage.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  BASE, FIXTURES, INSTANT_SITE, SHOTS, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, isHarness, key, launch, newPage as pageIn, open, readHighlight, until,
+  BASE, FIXTURES, INSTANT_SITE, SHOTS, MKDOCS_SITE, OTHER, PAGE, SITE, ask, flat, isHarness, key, fileBrowser, newPage as pageIn, open, readHighlight, until,
 } from './helpers.js';
 import { join } from 'node:path';
 import { encodeSpec, specFor } from '../../plugin/assets/text.js';
 
-let browser;
+const browser = await fileBrowser();
 /** A page (helpers.newPage) whose loads may take a minute: the machine is shared and busy. */
 async function newPage(...args) {
   const page = await pageIn(...args);
   page.setDefaultNavigationTimeout(90000);
   return page;
 }
-before(async () => {
-  browser = await launch();
-});
-after(async () => {
-  await browser.close();
-});
 
 /** The highlight equals the passage: marks carry exactly its characters, the marked range reads as it does. */
 async function assertHighlighted(page, passage, what) {

@@ -4,22 +4,16 @@
 //
 // Run by tests/test_languages.py (which builds the site and starts the server). Without
 // ANCHORED_LANG_E2E (e.g. under run.sh against the harness) every test is skipped.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, SHOTS, ask, launch, newPage, replyOf } from './helpers.js';
+import { BASE, SHOTS, ask, fileBrowser, newPage, replyOf } from './helpers.js';
 
 const skip = process.env.ANCHORED_LANG_E2E ? false : 'needs the built i18n site: tests/test_languages.py runs this';
 const PLUGIN_Q = '如何编写插件？'; // "How do I write a plugin?": only the English pages say
 const PORT_Q = '默认端口是多少？'; // "What is the default port?": the Chinese pages say
 
-let browser;
-before(async () => {
-  if (!skip) browser = await launch();
-});
-after(async () => {
-  if (browser) await browser.close();
-});
+const browser = await fileBrowser({ skip });
 
 const isAsk = (r) => r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/v1/ask');
 

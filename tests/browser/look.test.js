@@ -1,17 +1,11 @@
 // How it looks: both Material palettes, the default theme, a phone. Screenshots go to
 // the screenshots folder (helpers.js: SHOTS); the assertions check the highlight is visible.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { FIXTURES, MKDOCS_SITE, OTHER, PAGE, SHOTS, ask, launch, newPage, open } from './helpers.js';
+import { FIXTURES, MKDOCS_SITE, OTHER, PAGE, SHOTS, ask, fileBrowser, newPage, open } from './helpers.js';
 
-let browser;
-before(async () => {
-  browser = await launch();
-});
-after(async () => {
-  await browser.close();
-});
+const browser = await fileBrowser();
 
 async function dark(page) {
   // Use Material's own palette toggle, as a reader would.

@@ -1,16 +1,10 @@
 // "Ask the docs: '…'" inside the theme's own search: Material and the mkdocs theme.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MKDOCS_SITE, OTHER, SHOTS, SITE, launch, newPage, open } from './helpers.js';
+import { MKDOCS_SITE, OTHER, SHOTS, SITE, fileBrowser, newPage, open } from './helpers.js';
 import { join } from 'node:path';
 
-let browser;
-before(async () => {
-  browser = await launch();
-});
-after(async () => {
-  await browser.close();
-});
+const browser = await fileBrowser();
 
 const Q = 'How do I configure the endpoint?';
 

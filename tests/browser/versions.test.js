@@ -4,11 +4,11 @@
 //
 // Run by tests/test_versions.py (test_widget_in_chromium_on_the_mike_site), which builds the
 // site and starts the server. Without ANCHORED_VERSIONS_E2E every test is skipped.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { copyFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { BASE, SHOTS, launch, newPage, ask } from './helpers.js';
+import { BASE, SHOTS, fileBrowser, newPage, ask } from './helpers.js';
 import { detectVersion, readVersions } from '../../plugin/assets/versions.js';
 
 const skip = process.env.ANCHORED_VERSIONS_E2E ? false : 'set ANCHORED_VERSIONS_E2E=1 and ANCHORED_TEST_URL (tests/test_versions.py does)';
@@ -17,13 +17,7 @@ const Q = 'What is the default timeout?';
 // The pages' own HTML is what matters; on a busy machine Material's assets may take long.
 const LOAD = { waitUntil: 'domcontentloaded', timeout: 90000 };
 
-let browser;
-before(async () => {
-  if (!skip) browser = await launch();
-});
-after(async () => {
-  if (browser) await browser.close();
-});
+const browser = await fileBrowser({ skip });
 
 const isAsk = (r) => r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/v1/ask');
 

@@ -1,16 +1,10 @@
 // The dialog: asking, chips and previews, follow-ups, scope, copy, feedback, errors, safety, keyboard.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, SHOTS, SITE, ask, harnessLog, isHarness, key, launch, newPage, open, until } from './helpers.js';
+import { BASE, FIXTURES, HERE, MKDOCS_SITE, OTHER, PAGE, SHOTS, SITE, ask, harnessLog, isHarness, key, fileBrowser, newPage, open, until } from './helpers.js';
 
-let browser;
-before(async () => {
-  browser = await launch();
-});
-after(async () => {
-  await browser.close();
-});
+const browser = await fileBrowser();
 
 const DEFAULT = FIXTURES.default;
 
