@@ -50,6 +50,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from build_index.hashing import sha256_file
+
 __all__ = ["EmbeddingCache", "cache_key"]
 
 log = logging.getLogger(__name__)
@@ -151,7 +153,7 @@ class EmbeddingCache:
         if Path(name).name != name or not name.startswith(self._npy_prefix):
             raise ValueError(f"bad vectors file name {name!r}")
         path = self.directory / name
-        actual = _file_sha256(path)
+        actual = sha256_file(path)
         digest = part.get("sha256")
         if digest is not None and actual != digest:
             raise ValueError("the vectors file does not match its recorded digest")
@@ -365,7 +367,7 @@ class EmbeddingCache:
             del out
         os.replace(tmp_npy, npy_path)
         vectors = np.load(npy_path, mmap_mode="r", allow_pickle=False)
-        return _Segment(name, _file_sha256(npy_path), vectors)
+        return _Segment(name, sha256_file(npy_path), vectors)
 
     def _commit(self, segments: list[_Segment], keys: list[str]) -> None:
         """Name ``segments`` in the ``.json`` (the commit point), then forget the rest."""
@@ -405,11 +407,3 @@ def _unit_rows(block: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
     norms = np.sqrt(np.einsum("ij,ij->i", block, block))
     good: npt.NDArray[np.bool_] = np.abs(norms - 1.0) <= NORM_TOLERANCE
     return good
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()

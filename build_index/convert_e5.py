@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 from build_index.errors import ModelError
-from build_index.model_registry import ModelSpec, sha256_file, user_model_dir
+from build_index.hashing import sha256_file
+from build_index.model_registry import ModelSpec, user_model_dir
 
 NAME = "multilingual-e5-small"
 QK = 32

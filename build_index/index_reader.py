@@ -8,7 +8,6 @@ and refuses a mismatch with a message that names it (the format:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,6 +20,7 @@ import numpy.typing as npt
 
 from build_index.bm25 import BM25Index
 from build_index.errors import IndexFormatError
+from build_index.hashing import sha256_file
 from build_index.index_manifest import (
     CHUNKS,
     MANIFEST,
@@ -272,7 +272,7 @@ def _check_files(path: Path, manifest: Manifest, verify: bool) -> None:
                 f"{name} in {path} has {size} bytes, the manifest says {entry['size']}: "
                 "the index is incomplete or was modified; rebuild or re-download it"
             )
-        if verify and _sha256_file(file) != entry["sha256"]:
+        if verify and sha256_file(file) != entry["sha256"]:
             raise IndexFormatError(
                 f"{name} in {path} does not match its sha256 in the manifest: "
                 "the file was modified or corrupted; rebuild or re-download the index"
@@ -335,8 +335,3 @@ def _load(path: Path, manifest: Manifest, mmap: bool) -> Index:
     if bm25.n_chunks != n:
         raise IndexFormatError(f"the BM25 index in {path} covers {bm25.n_chunks} chunks, not {n}")
     return Index(path, manifest, chunks, sections, vectors, scales, bm25)
-
-
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()

@@ -11,7 +11,6 @@ turns a registered name or a model directory's path into its spec;
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import ModelError
+from build_index.hashing import sha256_file
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -30,7 +30,7 @@ __all__ = [
     "ModelSpec",
     "get_model",
     "known_models",
-    "sha256_file",
+    "model_sha256",
     "user_model_dir",
 ]
 
@@ -136,7 +136,7 @@ class ModelSpec:
 
     def verify(self) -> None:
         """Hash the ONNX file and raise :class:`ModelError` unless it matches ``sha256``."""
-        actual = sha256_file(self.path)
+        actual = model_sha256(self.path)
         if actual != self.sha256:
             raise ModelError(
                 f"model {self.name!r}: {self.path} has sha256 {actual}, expected "
@@ -185,8 +185,8 @@ _hash_lock = threading.Lock()
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file, memoised on (resolved path, mtime_ns, size)."""
+def model_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a model file, memoised on (resolved path, mtime_ns, size)."""
     p = Path(path).resolve()
     try:
         st = p.stat()
@@ -197,11 +197,7 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         cached = _hash_cache.get(key)
     if cached is not None:
         return cached
-    digest = hashlib.sha256()
-    with p.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    value = digest.hexdigest()
+    value = sha256_file(p)
     with _hash_lock:
         _hash_cache[key] = value
     return value

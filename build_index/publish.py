@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
+from build_index.hashing import sha256_file
 from build_index.s3_store import (
     BUILDS,
     CURRENT,
@@ -44,7 +45,6 @@ from build_index.s3_store import (
     object_present,
     put_json_if_unchanged,
     read_pointer,
-    sha256_file,
 )
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "publish",
     "read_pointer",
     "rollback",
-    "sha256_file",
 ]
 
 Progress = Callable[[str, str], None]  # progress(action, name); action in ACTIONS

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from build_index.cache import cache_key
 from build_index.errors import AnchoredError, IndexFormatError
+from build_index.hashing import sha256_file
 from build_index.index_format import (
     CHUNKS,
     MANIFEST,
@@ -144,11 +145,6 @@ def _check_manifest(
     return manifest
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _load(
     folder: Path, manifest: dict[str, Any], where: str, spec: ModelSpecLike, text_of: TextOf
 ) -> PublishedVectors:
@@ -160,7 +156,7 @@ def _load(
             size = path.stat().st_size
         except OSError:
             raise ReuseRefused(f"{name} is missing from {where}") from None
-        if size != entry["size"] or _sha256(path) != entry["sha256"]:
+        if size != entry["size"] or sha256_file(path) != entry["sha256"]:
             raise ReuseRefused(f"{name} in {where} does not match its sha256 in the manifest")
     n = int(manifest["counts"]["chunks"])
     try:

@@ -20,7 +20,6 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from build_index.errors import IndexFormatError, PublishError
@@ -140,15 +139,6 @@ class ManifestFiles:
             if not _SHA256_HEX.match(sha) or size < 0:
                 raise IndexFormatError(f"{where}: bad sha256 or size for {name!r}")
         return cls(build_id, files, created)
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def hex_to_b64(sha_hex: str) -> str:

@@ -12,13 +12,13 @@ import pytest
 
 from build_index.embedder import Embedder
 from build_index.errors import ModelError
+from build_index.hashing import sha256_file
 from build_index.model_registry import (
     DESCRIPTOR_NAME,
     MINILM_SHA256,
     ModelSpec,
     get_model,
     known_models,
-    sha256_file,
 )
 
 
