@@ -87,7 +87,11 @@ def llm_settings(qa_index: Path, tmp_path: Path, srv: FakeOpenAIServer, **extra:
         feedback=str(tmp_path / "feedback"),
         refresh_s=0,
         rate_limit_per_min=0,
-        llm_timeout_s=5,
+        # The fake provider answers at once, but 8 threads of asks, it and moto share one
+        # process: a call that timed out would fall back as "timeout" (not "budget") and
+        # keep its reservation, which the bill checks below would count as a failure. Each
+        # call may use what the request's deadline leaves.
+        llm_timeout_s=60,
         llm_provider="openai",
         llm_model="fake-model",
         llm_base_url=srv.url,
@@ -110,14 +114,25 @@ def test_concurrent_asks_on_four_instances_never_pass_the_cap(
         openai,
         shared_state=f"dynamodb:{dynamo_table.name}",
         budget_tokens_per_day=cap,
+        # The cap is under test, not the deadline: on a busy machine the first 8 asks, on 4
+        # cold engines at once, found no time left for the LLM call within the default 20 s
+        # and fell back as "timeout". The engines are warmed below, and the deadline is long.
+        deadline_s=120.0,
     )
-    engines = []
-    for _ in range(4):  # each with its own DynamoDB client, as separate instances have
-        shared_state._shared.clear()
-        engines.append(Engine(settings))
-    request = parse_ask({"question": QUESTION}, settings)
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: engines[i % 4].ask(request), range(16)))
+    engines: list[Engine] = []
+    try:
+        for _ in range(4):  # each with its own DynamoDB client, as separate instances have
+            shared_state._shared.clear()
+            engines.append(Engine(settings))
+        for engine in engines:  # index and model loaded; a search calls no LLM, spends nothing
+            engine.search(QUESTION, 1)
+        assert openai.requests == []
+        request = parse_ask({"question": QUESTION}, settings)
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda i: engines[i % 4].ask(request), range(16)))
+    finally:  # a failure here must not leave 4 engines' sockets to the next test
+        for engine in engines:
+            engine.close()
     calls = len(openai.requests)
     billed = calls * sum(USAGE)
     assert len(results) * sum(USAGE) > cap, "without the cap the asks would bill more"
@@ -125,11 +140,9 @@ def test_concurrent_asks_on_four_instances_never_pass_the_cap(
     assert calls >= 1, "some asks were answered by the model"
     fell_back = [r for r in results if r.get("reason")]
     assert fell_back and all(r["mode"] == "extractive" for r in fell_back)
-    assert {r["fallback"] for r in fell_back} == {"budget"}
+    assert {r["fallback"] for r in fell_back} == {"budget"}, [r["reason"] for r in fell_back]
     (day,) = [v for k, v in dynamo_table.items().items() if k.startswith("budget#")]
     assert day["tokens"] == billed, "every reservation was settled to the reported usage"
-    for engine in engines:
-        engine.close()
 
 
 def test_worst_case_calls_on_four_clients_stop_exactly_at_the_cap(

@@ -129,13 +129,19 @@ def test_converse_messages_merges_and_drops() -> None:
 # ------------------------------------------------------------------ retries
 
 
+# A reply that comes this late: a call done sooner did not wait for it. The retried attempts
+# below time out after 1 s, long enough for the retry's immediate reply from the in-process
+# fake server on a busy machine (0.3 s was not always), and far below SLOW_S.
+SLOW_S = 10.0
+
+
 def test_timeout_then_retry_succeeds(srv: FakeBedrockServer) -> None:
-    srv.script(Sleep(3.0, Reply("too late")), Reply("second try"))
-    with BedrockClient(MODEL, "us-east-1", srv.url, timeout_s=0.3) as llm:
+    srv.script(Sleep(SLOW_S, Reply("too late")), Reply("second try"))
+    with BedrockClient(MODEL, "us-east-1", srv.url, timeout_s=1.0) as llm:
         started = time.monotonic()
         assert llm.complete(MESSAGES).text == "second try"
     assert len(srv.requests) == 2
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < SLOW_S / 2
 
 
 def test_two_timeouts_raise_timeout(srv: FakeBedrockServer) -> None:
@@ -147,18 +153,19 @@ def test_two_timeouts_raise_timeout(srv: FakeBedrockServer) -> None:
     assert len(srv.requests) == 2
 
 
-def test_per_call_timeout_gets_its_own_client(
-    srv: FakeBedrockServer, client: BedrockClient
-) -> None:
-    srv.script(Sleep(3.0), Sleep(3.0))
-    started = time.monotonic()
-    with pytest.raises(LLMError) as info:
-        client.complete(MESSAGES, timeout_s=0.2)
-    assert info.value.category == "timeout"
-    assert time.monotonic() - started < 2.0
-    assert (
-        client.complete(MESSAGES).text == FakeBedrockServer.default_reply
-    )  # default timeout again
+def test_per_call_timeout_gets_its_own_client(srv: FakeBedrockServer) -> None:
+    srv.script(Sleep(SLOW_S), Sleep(SLOW_S))
+    # A default (30 s) longer than SLOW_S: had the call used it, it would have waited SLOW_S.
+    with BedrockClient(MODEL, "us-east-1", endpoint_url=srv.url, timeout_s=30.0) as client:
+        started = time.monotonic()
+        with pytest.raises(LLMError) as info:
+            client.complete(MESSAGES, timeout_s=0.2)
+        assert info.value.category == "timeout"
+        # 0.2 s attempts, and a client made for them: far below SLOW_S on a busy machine too.
+        assert time.monotonic() - started < SLOW_S / 2
+        assert (
+            client.complete(MESSAGES).text == FakeBedrockServer.default_reply
+        )  # default timeout again
 
 
 def test_a_few_timeouts_share_a_few_clients(srv: FakeBedrockServer, client: BedrockClient) -> None:
