@@ -8,6 +8,7 @@ does, and answered by ``engine.answer_extractive``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,30 @@ def ask(retriever: Retriever, question: str, history: list[Turn] | None = None) 
     )
 
 
+Unknown = Callable[..., float]
+
+
+@pytest.fixture
+def unknown(retriever: Retriever) -> Unknown:
+    """``unknown(text, focus=, prior=)``: the share of ``text``'s terms the index lacks."""
+
+    def measure(text: str, *, focus: str | None = None, prior: WordPrior | None = None) -> float:
+        evidence = gather_evidence(
+            text,
+            {},
+            index=retriever.index,
+            question_vector=None,
+            similarity=None,
+            best_lexical=0.0,
+            best_cosine=None,
+            focus=focus,
+            prior=prior,
+        )
+        return evidence.unknown
+
+    return measure
+
+
 def text_of(payload: dict[str, Any]) -> str:
     return "\n".join(item["text"] for item in payload["answer"])
 
@@ -187,24 +212,10 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
     assert payload["citations"], "a refusal still lists the closest sections"
 
 
-def test_unknown_terms_are_counted_in_the_asking_sentence_only(retriever: Retriever) -> None:
+def test_unknown_terms_are_counted_in_the_asking_sentence_only(unknown: Unknown) -> None:
     question = (
         "Our zorblax gateway frobnicates quuxworks traffic. How do I set a timeout per request?"
     )
-
-    def unknown(text: str, focus: str | None = None) -> float:
-        evidence = gather_evidence(
-            text,
-            {},
-            index=retriever.index,
-            question_vector=None,
-            similarity=None,
-            best_lexical=0.0,
-            best_cosine=None,
-            focus=focus,
-        )
-        return evidence.unknown
-
     assert unknown(question) >= 0.3  # the context sentence's words are not the docs'
     assert unknown(question, focus="How do I set a timeout per request?") == 0.0
     assert unknown("whats the timeout per request") == 0.0  # "whats" stems to a stopword
@@ -325,24 +336,12 @@ def test_a_unigram_vocabulary_gives_ranks_by_log_probability(tmp_path: Path) -> 
     assert WordPrior.from_tokenizer(path).ranks == {}
 
 
-def test_unknown_common_words_say_less_than_unknown_specific_ones(retriever: Retriever) -> None:
+def test_unknown_common_words_say_less_than_unknown_specific_ones(
+    retriever: Retriever, unknown: Unknown
+) -> None:
     prior = word_prior(retriever.index.model_dir)
-
-    def unknown(text: str) -> float:
-        evidence = gather_evidence(
-            text,
-            {},
-            index=retriever.index,
-            question_vector=None,
-            similarity=None,
-            best_lexical=0.0,
-            best_cosine=None,
-            prior=prior,
-        )
-        return evidence.unknown
-
     assert prior.prior("week") < prior.prior("bandwidth")
-    assert unknown("timeout every week") < unknown("timeout bandwidth")
+    assert unknown("timeout every week", prior=prior) < unknown("timeout bandwidth", prior=prior)
 
 
 def test_a_quote_that_repeats_an_earlier_one_is_dropped(retriever: Retriever) -> None:
@@ -473,7 +472,7 @@ def test_a_lead_in_before_content_tabs_brings_each_tabs_code(
 
 
 def test_the_refusal_evidence_weighs_unknown_words_by_the_word_prior(
-    retriever: Retriever,
+    retriever: Retriever, unknown: Unknown
 ) -> None:
     # The refusal model was fitted with the word prior in its evidence: an unknown
     # common word ("week") counts less than an unknown specific one would.
@@ -492,20 +491,7 @@ def test_the_refusal_evidence_weighs_unknown_words_by_the_word_prior(
         similarity=hits.best_similarity,
     )
     assert result.evidence is not None
-
-    def unknown(prior: WordPrior | None) -> float:
-        return gather_evidence(
-            question,
-            {},
-            index=retriever.index,
-            question_vector=None,
-            similarity=None,
-            best_lexical=0.0,
-            best_cosine=None,
-            prior=prior,
-        ).unknown
-
-    with_prior = unknown(word_prior(retriever.index.model_dir))
-    assert 0 < with_prior < unknown(None)
+    with_prior = unknown(question, prior=word_prior(retriever.index.model_dir))
+    assert 0 < with_prior < unknown(question)
     assert result.evidence.unknown == with_prior
     assert not result.abstained
