@@ -360,27 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--embed-site", default="httpx", choices=SITES)
     parser.add_argument("--cold-site", default="material", choices=SITES)
-    parser.add_argument(
-        "--stale-ok",
-        action="store_true",
-        help="use the existing builds even if the indexer's code changed since",
-    )
-    parser.add_argument(
-        "--retrieval-only", action="store_true", help="skip build, memory and cold start"
-    )
-    parser.add_argument(
-        "--existing-only",
-        action="store_true",
-        help="skip a model's site that was never built with it (no build started)",
-    )
-    parser.add_argument(
-        "--costs-only", action="store_true", help="only build, memory and cold start"
-    )
-    parser.add_argument(
-        "--calibrate-gloss",
-        action="store_true",
-        help="print the refusal threshold for glossed questions fitted on the dev ones, then stop",
-    )
+    for flag, meaning in (
+        ("--stale-ok", "use the existing builds even if the indexer's code changed since"),
+        ("--retrieval-only", "skip build, memory and cold start"),
+        ("--existing-only", "skip a model's site that was never built with it (no build started)"),
+        ("--costs-only", "only build, memory and cold start"),
+        (
+            "--calibrate-gloss",
+            "print the refusal threshold for glossed questions fitted on the dev ones, then stop",
+        ),
+    ):
+        parser.add_argument(flag, action="store_true", help=meaning)
     args = parser.parse_args(argv)
     if args.calibrate_gloss:
         calibrate_gloss(args)
