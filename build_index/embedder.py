@@ -33,6 +33,9 @@ def _available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_ENCODE_STEP = 256  # texts tokenised at once (see Embedder._tokenize)
+
+
 class Embedder:
     """Embed passages and queries with one :class:`ModelSpec` on onnxruntime (CPU).
 
@@ -163,10 +166,7 @@ class Embedder:
         # tokenise and length-sort a window at a time: bounded memory for 100k chunks
         for lo in range(0, n, self.sort_window):
             hi = min(n, lo + self.sort_window)
-            encodings = self._tokenizer.encode_batch(texts[lo:hi], add_special_tokens=True)
-            ids = [e.ids for e in encodings]
-            types = [e.type_ids for e in encodings]
-            del encodings
+            ids, types = self._tokenize(texts[lo:hi])
             lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=hi - lo)
             order = np.argsort(lengths, kind="stable")
             for batch in self._batches(order, lengths):
@@ -187,6 +187,23 @@ class Embedder:
                 if progress is not None:
                     progress(done, n)
         return out
+
+    def _tokenize(
+        self, texts: list[str]
+    ) -> tuple[list[npt.NDArray[np.uint32]], list[npt.NDArray[np.uint8]]]:
+        """Token ids and type ids of ``texts`` as small arrays, encoded
+        ``_ENCODE_STEP`` texts at a time: the tokenizer's ``Encoding`` objects also
+        hold offsets, token strings and masks (about 37 KB a 256-token text, 300 MB
+        for a window of 8,192), so only a step's worth of them lives at once."""
+        ids: list[npt.NDArray[np.uint32]] = []
+        types: list[npt.NDArray[np.uint8]] = []
+        for lo in range(0, len(texts), _ENCODE_STEP):
+            for e in self._tokenizer.encode_batch(
+                texts[lo : lo + _ENCODE_STEP], add_special_tokens=True
+            ):
+                ids.append(np.asarray(e.ids, dtype=np.uint32))
+                types.append(np.asarray(e.type_ids, dtype=np.uint8))
+        return ids, types
 
     def _batches(
         self, order: npt.NDArray[np.intp], lengths: npt.NDArray[np.int64]

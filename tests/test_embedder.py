@@ -92,6 +92,24 @@ def test_order_preserved_under_length_sorting(spec: ModelSpec) -> None:
     assert len(calls) >= 4
 
 
+def test_tokenised_in_steps_same_as_at_once(
+    embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # texts are tokenised a few at a time (the tokenizer's Encodings of a whole
+    # 8,192-text window held 300 MB at 100k chunks); the ids, hence the vectors, are
+    # those of one encode_batch over all of them
+    texts = ["word " * 300, "", "tiny", "a medium sized sentence about the index", "x y z"]
+    whole = embedder._tokenizer.encode_batch(texts, add_special_tokens=True)
+    monkeypatch.setattr("build_index.embedder._ENCODE_STEP", 2)
+    ids, types = embedder._tokenize(texts)
+    assert [list(map(int, a)) for a in ids] == [e.ids for e in whole]
+    assert [list(map(int, a)) for a in types] == [e.type_ids for e in whole]
+    assert len(ids[0]) == embedder.spec.max_tokens  # truncation kept
+    stepped = embedder.embed_passages(texts)
+    monkeypatch.setattr("build_index.embedder._ENCODE_STEP", 256)
+    assert np.array_equal(stepped, embedder.embed_passages(texts))
+
+
 def test_long_text_is_truncated_not_rejected(embedder: Embedder) -> None:
     long = "The deployment guide explains every step in detail. " * 400
     vec = embedder.embed_passages([long])
