@@ -2,6 +2,9 @@
 
     python tests/bench/run_all.py [--only NAME ...] [--beir DIR]
 
+The heavy ones (``scale``: a 100k-chunk site built cold, about 2 h on 2 cores;
+``llm-answers``: a 1 GB local language model) run only when named with --only.
+
 Benchmarks are not part of the test run: they take minutes (embedding a
 5,000-document corpus, 60 s load runs) and measure a noisy machine. Each one
 compares against a reference measured in the same run (bm25s, raw
@@ -35,7 +38,11 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "cold-start": ("bench_cold_start.py", []),
     "fuzz": ("fuzz.py", []),
     "load": ("load.py", []),
+    # heavy: run only when named (--only build scale prints the whole CI-scale table)
+    "scale": ("bench_scale.py", ["--raw-sample", "500"]),
+    "llm-answers": ("bench_llm_answers.py", []),
 }
+HEAVY = {"scale", "llm-answers"}  # a 100k-chunk build (about 2 h); a 1 GB local model
 
 
 def main() -> int:
@@ -46,7 +53,7 @@ def main() -> int:
     args = p.parse_args()
     failed = []
     for name, (script, extra) in BENCHMARKS.items():
-        if args.only and name not in args.only:
+        if (args.only and name not in args.only) or (not args.only and name in HEAVY):
             continue
         path = HERE / script
         if not path.exists():
