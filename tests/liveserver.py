@@ -22,10 +22,10 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import httpx
+from running import Running
 
 HOST = "127.0.0.1"
 
@@ -37,7 +37,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class ThreadedServer:
+class ThreadedServer(Running):
     """uvicorn serving ``app`` in a background thread on 127.0.0.1 (free port)."""
 
     def __init__(self, app: Any, **config: Any) -> None:
@@ -74,19 +74,8 @@ class ThreadedServer:
         self.server.should_exit = True
         self.thread.join(timeout_s)
 
-    def __enter__(self) -> Self:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class AppProcess:
+class AppProcess(Running):
     """``python -m uvicorn anchored_query.app:create_app --factory`` in a subprocess.
 
     The app reads its settings from ``env`` (``ANCHORED_*``). ``command`` runs
@@ -171,17 +160,6 @@ class AppProcess:
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()
             self._log = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def raw_request(

@@ -30,8 +30,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, ClassVar, Self
+
+from running import Running
 
 # ---------------------------------------------------------------- requests
 
@@ -311,7 +312,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-class FakeServer:
+class FakeServer(Running):
     """Base of the fake providers: threading HTTP server, behaviour queue, recording.
 
     Subclasses turn a request into a :class:`RecordedRequest` (:meth:`parse`)
@@ -348,7 +349,7 @@ class FakeServer:
         self._thread.start()
         return self
 
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stop serving, end sleeping behaviours and drop open connections."""
         httpd, self._httpd = self._httpd, None
         if httpd is None:
@@ -363,17 +364,6 @@ class FakeServer:
         httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def port(self) -> int:
