@@ -1,11 +1,12 @@
 // Pictures for the docs (site/ask-box.md) of what other files test without keeping a
-// picture: Back after a citation, and a citation's `link` opened without the ask box.
+// picture: Back after a citation, and a citation's `link` opened without the ask box;
+// and Back on MkDocs' own theme on a phone (widget.test.js checks Material at 1280 px).
 // `ANCHORED_SCREENSHOTS=site/images bash tests/browser/run.sh docshots.test.js` refreshes
 // site/images/back-conversation.png and site/images/link-text-fragment.png.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { BASE, OTHER, SHOTS, SITE, ask, isHarness, launch, newPage, open } from './helpers.js';
+import { BASE, MKDOCS_SITE, OTHER, SHOTS, SITE, ask, isHarness, launch, newPage, open } from './helpers.js';
 
 let browser;
 before(async () => {
@@ -32,6 +33,25 @@ test('Back after a citation to another page: the conversation is showing (back-c
   assert.equal(await page.textContent('.anchored-q'), `You asked: ${Q}`);
   await page.waitForTimeout(300); // the dialog's opening transition
   await page.screenshot({ path: join(SHOTS, 'back-conversation.png') });
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("MkDocs' theme, 375 px: Back after a citation to another page returns with the conversation showing", { skip: !MKDOCS_SITE && 'no default-theme site' }, async () => {
+  const page = await newPage(browser, { viewport: { width: 375, height: 720 }, isMobile: true, hasTouch: true });
+  page.setDefaultNavigationTimeout(90000);
+  await open(page, OTHER, { site: MKDOCS_SITE });
+  await ask(page, Q);
+  await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip').nth(2).click()]);
+  await page.waitForSelector('mark.anchored-hl');
+  assert.ok(!new URL(page.url()).pathname.endsWith('/' + OTHER), 'the chip left the page');
+  await page.goBack();
+  await page.waitForSelector('dialog.anchored-dialog[open] .anchored-turn .anchored-chip');
+  assert.equal(new URL(page.url()).pathname, MKDOCS_SITE + OTHER);
+  assert.equal(await page.locator('.anchored-turn').count(), 1);
+  const box = await page.locator('dialog.anchored-dialog').boundingBox();
+  assert.ok(box.x >= 0 && box.x + box.width <= 375, `the dialog fits the phone: ${JSON.stringify(box)}`);
+  await page.screenshot({ path: join(SHOTS, 'back-mkdocs-375.png') });
   assert.deepEqual(page.errors, []);
   await page.context().close();
 });
