@@ -85,7 +85,6 @@ class Engine:
         self.llm = llm if llm is not None else make_client_from(settings)
         self._loaded: Loaded | None = None
         self._lock = threading.Lock()
-        self._last_error = ""
         # Cold start: after a failed load, requests fail fast until _retry_at.
         self._failures = 0
         self._retry_at = 0.0
@@ -176,16 +175,13 @@ class Engine:
             index = read_index(Path(path), verify=rehash)
             embedder = Embedder(ModelSpec.from_dir(index.model_dir), verify=rehash)
         except AnchoredError as exc:
-            self._last_error = str(exc)
             log.error("index unavailable: %s", exc)
             raise QueryError(503, "index_unavailable", public_message(exc)) from exc
         except OSError as exc:
-            self._last_error = f"{type(exc).__name__}: {exc}"
-            log.error("index unavailable: %s", self._last_error)
+            log.error("index unavailable: %s: %s", type(exc).__name__, exc)
             raise QueryError(
                 503, "index_unavailable", f"the index could not be read ({type(exc).__name__})"
             ) from exc
-        self._last_error = ""
         if index.manifest["model"]["name"] in WITH_PRIOR:
             word_prior(index.model_dir)  # here, not at the build's first question
         return Loaded(index, Retriever(index, embedder), Path(path), time.time())
