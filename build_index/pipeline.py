@@ -160,12 +160,7 @@ def embed_chunks(
     report.embedded = len(missing)
     try:
         if missing:
-            log.info(
-                "anchored: embedding %d chunks (%d cached, %d reused)",
-                len(missing),
-                report.cached,
-                report.reused,
-            )
+            # the start line is progress's own ("embedding N chunks"); the counts are the report's
             if progress is not None:
                 progress(0, len(missing))
             todo = [texts[i] for i in missing]
