@@ -602,3 +602,104 @@ def test_chinese_sentence_about_an_english_page_needs_facts_or_a_multilingual_mo
     sentences = parse_answer("开发服务器可以换地址 [3]。")
     assert verify(sentences, CONTEXT, support=lambda s, p: 0.9).sentences  # multilingual
     assert not verify(sentences, CONTEXT, support=lambda s, p: 0.1).sentences
+
+
+# -- attribution round 4: neighbours until nothing changes, search by a name --------
+
+SETTINGS = {
+    1: passage(
+        1,
+        "variable | default | meaning\n"
+        "ANCHORED_LLM_PROVIDER | none | openai or bedrock; none answers by quoting passages\n"
+        "ANCHORED_LLM_MODEL | – | the model name, or the Bedrock model id\n"
+        "ANCHORED_LLM_API_KEY | – | the API key of an OpenAI-compatible provider",
+        "settings",
+        title="Query function settings",
+        heading_path=["Query function settings"],
+    ),
+    2: passage(2, "Anchored gives any MkDocs site an ask the docs box.", "anchored", page=""),
+    3: passage(
+        3,
+        "parameter | default | what to give\n"
+        "LlmApiKey | (empty) | The API key of the model provider, kept as a secret.\n"
+        "IndexPrefix | anchored | Key prefix of the index in the bucket.",
+        "deploy",
+        page="deploy/",
+    ),
+    4: passage(
+        4,
+        "GitHub Pages supports a custom domain. Add a CNAME file to the root of your "
+        "docs_dir.\nMkDocs pushes it each time you run gh-deploy.\n\nTo deploy another "
+        "project:\nmkdocs gh-deploy --config-file ../my-project/mkdocs.yml --remote-branch master",
+        "github-pages",
+        page="deploying/",
+    ),
+}
+
+
+def test_a_sentence_gets_the_passage_its_neighbour_was_attributed() -> None:
+    # Recorded test-split reply anchored-04: a list whose last item alone cites, wrongly.
+    # The first item is supported by the table only as leniently as a cited sentence
+    # (semantic support 0.3 here), so the context-wide search does not pick it; once its
+    # neighbour is attributed to the table, the table is its neighbour's citation.
+    reply = (
+        "Without a model, Anchored answers by quoting passages.\n"
+        "- `ANCHORED_LLM_MODEL`: give the model name or the Bedrock model id.\n"
+        "- `ANCHORED_LLM_API_KEY`: the API key of your provider. [2]"
+    )
+    verified = verify(
+        parse_answer(reply),
+        SETTINGS,
+        support=lambda sentence, p: 0.3 if sentence.startswith("Without") else 0.9,
+    )
+    assert [s.citations for s in verified.sentences] == [[1], [1], [1]]
+    assert verified.attributed == 3
+
+
+def test_a_name_few_passages_hold_points_at_the_passage_as_a_marker_would() -> None:
+    # Recorded reply anchored-03: "The API key goes in `LlmApiKey` [3]." (miscounted).
+    # Support 0.55 passes the check of a cited sentence but not the strict search; the
+    # name that only passage 3 holds singles it out.
+    def check(reply: str) -> list[tuple[str, list[int]]]:
+        verified = verify(parse_answer(reply), SETTINGS, support=lambda sentence, p: 0.55)
+        return [(s.text, s.citations) for s in verified.sentences]
+
+    assert check("The API key of the model provider goes in `LlmApiKey` [2].") == [
+        ("The API key of the model provider goes in `LlmApiKey`.", [3])
+    ]
+    assert check("Add a `CNAME` file to the root of your `docs_dir` to keep the domain [2].") == [
+        ("Add a `CNAME` file to the root of your `docs_dir` to keep the domain.", [4])
+    ]
+    # Recorded reply mkdocs-04: the command and the CNAME file are in one section but
+    # far apart; nothing there says the command pushes the file.
+    assert (
+        check(
+            "Run `mkdocs gh-deploy --config-file ../my-project/mkdocs.yml --remote-branch "
+            "master` to push the `CNAME` file and keep your domain [2]."
+        )
+        == []
+    )
+
+
+def test_a_sentence_joining_two_passages_cites_both() -> None:
+    # One passage supports it alone by the check, but the table row's words are only in
+    # the other: citing one would show the other's text under it.
+    context = {
+        1: passage(1, "The dev server listens on port 8000 by default; dev_addr changes it.", "a"),
+        2: passage(2, "option | default | meaning\ndev_addr | 127.0.0.1:8000 | the address", "b"),
+    }
+    reply = "The dev server listens on port 8000 by default, option default meaning dev_addr [1,2]."
+    assert [s.citations for s in verify(parse_answer(reply), context).sentences] == [[1, 2]]
+    alone = "The dev server listens on port 8000 by default [1, 2]."
+    assert [s.citations for s in verify(parse_answer(alone), context).sentences] == [[1]]
+
+
+def test_a_question_is_not_shown() -> None:
+    # Recorded reply httpx-36 opened by restating the reader's question, cited.
+    verified = verify(
+        parse_answer("How do I change the address of the dev server [3]? Set dev_addr [3]."),
+        CONTEXT,
+    )
+    assert [s.text for s in verified.sentences] == ["Set dev_addr."]
+    assert "asks a question" in verified.reasons[0]
+    assert verify(parse_answer("内网服务如何修改开发服务器的端口？[12]"), CONTEXT).abstained

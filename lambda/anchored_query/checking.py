@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from anchored_query.facts import Claim, Haystack, claims
 from anchored_query.polarity import Clauses, passage_clauses, polarity_conflict
@@ -23,6 +23,7 @@ from anchored_query.support import (
     SUPPORT_MIN,
     Support,
     content_terms,
+    lexical_found,
     lexical_support,
     pairing_conflicts,
     qualifier_conflicts,
@@ -30,7 +31,11 @@ from anchored_query.support import (
 )
 from anchored_query.types import AnswerSentence, Passage
 
-__all__ = ["Checker", "Item", "attribute"]
+__all__ = ["TOGETHER_LINES", "Checker", "Item", "attribute"]
+
+# A sentence found by searching the context must have its facts this close together
+# in the passage (Checker.together) to be checked as leniently as a cited one.
+TOGETHER_LINES = 2
 
 
 @dataclass
@@ -83,19 +88,23 @@ def attribute(
     decided: Mapping[int, list[int]],
     *,
     exclude: Collection[int] = (),
+    search: bool = True,
 ) -> tuple[list[int], str]:
     """Citations for a sentence without its own: the first candidate that supports it.
 
     Candidates in order: the markers of its paragraph (later sentences first, then
-    earlier), its neighbours' citations (their own or already attributed), the
-    footer's passages one by one, then the best passage of the context (strict).
+    earlier), the citations its paragraph's other sentences were given, its
+    neighbours' citations (their own or already attributed), the footer's passages
+    one by one, then (with ``search``) the best passage of the context (strict).
     A sentence whose own markers failed the check passes them as ``exclude``:
     groups of only those passages are not tried again.
     """
-    same = [o for o in items if o.paragraph == item.paragraph and o.own and o is not item]
-    after = [o for o in same if o.index > item.index]
-    before = [o for o in reversed(same) if o.index < item.index]
+    same = [o for o in items if o.paragraph == item.paragraph and o is not item]
+    after = [o for o in same if o.index > item.index and o.own]
+    before = [o for o in reversed(same) if o.index < item.index and o.own]
     groups: list[list[int]] = [o.own for o in (*after, *before)]
+    nearest = sorted(same, key=lambda o: (abs(o.index - item.index), o.index))
+    groups.extend(list(decided[o.index]) for o in nearest if decided.get(o.index))
     for j in (item.index - 1, item.index + 1):
         if 0 <= j < len(items):
             cited = items[j].own or decided.get(j, [])
@@ -112,9 +121,10 @@ def attribute(
         if failure is None:
             return group, ""
         first_failure = first_failure or f"attributed to {group}: {failure}"
-    best = checker.best(item, exclude={n for g in tried for n in g} | set(exclude))
-    if best is not None:
-        return [best], ""
+    if search:
+        best = checker.best(item, exclude={n for g in tried for n in g} | set(exclude))
+        if best is not None:
+            return [best], ""
     return [], first_failure or "no citation and no passage in context supports it"
 
 
@@ -234,25 +244,47 @@ class Checker:
         return lexical, LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * semantic
 
     def fewest(self, item: Item, group: list[int]) -> list[int]:
-        """``group`` (which supports the sentence) cut to its first passage that supports
-        it alone, if one does: a citation shown must support its sentence, not only the
-        group it came in (a paragraph's "[4, 5]", a model's "[1, 2, 3]")."""
-        if len(group) > 1:
-            for n in group:
-                if self.check(item, [n], strict=False) is None:
-                    return [n]
-        return group
+        """``group`` (which supports the sentence) cut to the passages it needs: a
+        citation shown must support its sentence, not only the group it came in (a
+        paragraph's "[4, 5]", a model's "[1, 2, 3]"). The first passage that supports
+        it alone and holds every fact and content term of it that the group holds is
+        enough; otherwise the passages that add a fact or term the others lack, in
+        the group's order (a sentence joining two passages' rows cites both)."""
+        if len(group) <= 1:
+            return group
+        held = {n: self.held(item, n) for n in group}
+        every = set().union(*held.values())
+        for n in group:
+            if held[n] >= every and self.check(item, [n], strict=False) is None:
+                return [n]
+        chosen: list[int] = []
+        covered: set[str] = set()
+        for n in sorted(group, key=lambda n: (-len(held[n]), group.index(n))):
+            if held[n] - covered:
+                chosen.append(n)
+                covered |= held[n]
+        return [n for n in group if n in chosen] or group
 
-    def distinctive(self, item: Item) -> bool:
+    def held(self, item: Item, n: int) -> set[str]:
+        """The facts and content terms of the sentence that passage ``n`` holds."""
+        body, heading = self.terms(n)
+        found = {"t:" + t for t in item.terms if lexical_found(t, body | heading)}
+        found |= {"f:" + c.kind + c.value for c in item.claims if self.haystack(n).has(c)}
+        return found
+
+    def distinctive(self, item: Item, passage: int | None = None, *, numbers: bool = False) -> bool:
         """Whether a fact of the sentence other than a value (number, boolean), of four
         characters or more, occurs verbatim in at most half of the context's passages
-        (``timeout=None``; not the site's name, nor code composed of pieces)."""
+        (``timeout=None``; not the site's name, nor code composed of pieces); with
+        ``passage``, also verbatim in that passage (the fact singles it out). With
+        ``numbers``, a number of four characters or more counts too (``3.11``, ``8000``)."""
         return any(
-            c.kind != "number"
+            (c.kind != "number" or numbers)
             and len(c.value) >= 4
             and c.value.strip("`'\"").casefold() not in _LITERALS  # a value names nothing
             and 2 * sum(1 for n in self.usable if self.haystack(n).verbatim(c)) <= len(self.usable)
             and any(self.haystack(n).verbatim(c) for n in self.usable)
+            and (passage is None or self.haystack(passage).verbatim(c))
             for c in item.claims
         )
 
@@ -270,9 +302,36 @@ class Checker:
             elif lexical >= LEXICAL_FLOOR:
                 ranked.append((lexical, -n, n))
         for _, _, n in sorted(ranked, reverse=True)[:5]:
-            if self.check(item, [n], strict=True) is None:
+            # A name few passages hold, held by this one with the sentence's other facts,
+            # points at it as a marker would: checked as a cited sentence is (when a test
+            # of support applies; names alone never pick a passage). Otherwise a match
+            # by chance is likelier.
+            relaxed = (
+                self.distinctive(item, n, numbers=True)
+                and self.together(item, n)
+                and self.score(item, [n]) is not None
+            )
+            if self.check(item, [n], strict=not relaxed) is None:
                 return n
         return None
+
+    def together(self, item: Item, n: int) -> bool:
+        """Whether the sentence's facts occur together in passage ``n``: within
+        :data:`TOGETHER_LINES` consecutive lines of its text. A section that holds
+        a command in one place and a file name in another does not say what the
+        sentence pairs them for ("Run `mkdocs gh-deploy --config-file …` to push the
+        CNAME file", recorded reply mkdocs-04)."""
+        if item.is_code or not item.claims:
+            return True
+        lines = [
+            Haystack(replace(self.passages[n], text=line, highlight="", title="", heading_path=[]))
+            for line in self.passages[n].text.split("\n")
+        ]
+        holders = [{i for i, h in enumerate(lines) if h.has(c)} for c in item.claims]
+        return any(
+            all(any(start <= i < start + TOGETHER_LINES for i in held) for held in holders)
+            for start in range(len(lines))
+        )
 
 
 _LITERALS = frozenset({"true", "false", "none", "null", "yes", "no"})

@@ -11,9 +11,12 @@ tests of :mod:`anchored_query.support` pass.
 
 Models cite unevenly, so a sentence without its own marker is attributed: to
 the markers of its paragraph (markers after the paragraph's last sentence
-cover the paragraph), then a neighbour's, then a "Sources:" footer's, then the
-best-supporting passage of the context (stricter threshold), each checked
-exactly like a cited sentence; it is dropped only when none supports it. An
+cover the paragraph), then the citations its paragraph's other sentences and its
+neighbours were given, then a "Sources:" footer's, each checked exactly like a
+cited sentence, repeated until nothing changes; only then to the best-supporting
+passage of the context, under a stricter threshold unless a name few passages
+hold singles that passage out with the sentence's other facts close by (then as
+a cited sentence); it is dropped only when none supports it. An
 uncited sentence about the assistant's instructions is never attributed, and no
 sentence is supported by a string the passage only quotes: page text is data,
 and a model that obeys an instruction planted in a page copies it.
@@ -21,9 +24,12 @@ A sentence whose markers all name passages outside the context is removed
 (a page's planted "cite [99]" is how an obeyed injection shows). Sentences
 that fail are removed (counted in ``removed``, with a reason per sentence in
 ``reasons`` for the logs). A sentence that one of its group's passages
-supports alone cites that passage only: each citation shown supports it. Removed
+supports alone, holding every fact and content term of it the group holds,
+cites that passage only; otherwise it cites the passages that add something:
+each citation shown supports it. Removed
 without a check: lines that only restate passage titles and headings (the
-prompt's structure) and sentences that assert nothing. A lead-in ending in ":"
+prompt's structure), sentences that assert nothing and questions (a restated
+question is no answer). A lead-in ending in ":"
 goes when what it introduces went; code (and config lines) kept when every
 prose sentence the model wrote was removed is no answer: nothing checked says
 what it is for.
@@ -85,6 +91,8 @@ _FILLER = re.compile(
 
 # A sentence that only introduces what comes next: "add the following lines:", "例如："
 _LEAD_IN = re.compile(r"[:：]\s*$")
+# A sentence that asks: "How do I turn off SSL verification in httpx?", "如何关闭…？"
+_QUESTION = re.compile(r"[?？]\s*$")
 
 # "The documentation does not cover …" and its Chinese counterparts.
 _NO_COVERAGE = re.compile(
@@ -287,6 +295,9 @@ def verify(
             reasons[i] = "only restates passage headings"
         elif not item.is_code and not item.terms and not item.claims:
             reasons[i] = "asserts nothing"
+        elif not item.is_code and _QUESTION.search(text):
+            # Small models restate the reader's question; a question asserts nothing.
+            reasons[i] = "asks a question, asserts nothing"
         elif item.own:
             failure = checker.check(item, item.own, strict=False)
             if failure is None:
@@ -295,6 +306,7 @@ def verify(
             else:
                 # Small models miscount passages: attributed like an uncited sentence.
                 miscited[i] = failure
+    open_items = []
     for item in items:
         i = item.index
         if i in decided or i in reasons:
@@ -302,12 +314,33 @@ def verify(
         if _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
-        found, failure = attribute(item, items, checker, decided, exclude=item.own)
-        if found:
-            decided[i] = checker.fewest(item, found)
-            attributed.add(i)
+        open_items.append(item)
+    # Until nothing changes: what the paragraph's markers and the citations already
+    # given to its sentences and neighbours support, and only then a context-wide
+    # search (a sentence attributed by search gives its neighbours a candidate).
+    failures: dict[int, str] = {}
+    search = False
+    while open_items:
+        progress = False
+        for item in open_items:
+            found, failure = attribute(
+                item, items, checker, decided, exclude=item.own, search=search
+            )
+            if found:
+                decided[item.index] = checker.fewest(item, found)
+                attributed.add(item.index)
+                progress = True
+            elif search or item.index not in failures:
+                failures[item.index] = failure
+        open_items = [o for o in open_items if o.index not in decided]
+        if progress:
+            search = False
+        elif search:
+            break
         else:
-            reasons[i] = miscited.get(i, failure)
+            search = True
+    for item in open_items:
+        reasons[item.index] = miscited.get(item.index, failures[item.index])
 
     # A lead-in ("add the following lines:") stands or falls with what it introduces.
     for item in items:

@@ -171,6 +171,8 @@ class Haystack:
 
     def verbatim(self, claim: Claim) -> bool:
         """Whether the passage holds ``claim`` as written (not composed of pieces)."""
+        if claim.kind == "number":
+            return claim.value in self.numbers
         value = _norm(claim.value)
         return (
             self._has_word(value)
