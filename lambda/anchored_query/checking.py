@@ -31,7 +31,7 @@ from anchored_query.support import (
 )
 from anchored_query.types import AnswerSentence, Passage
 
-__all__ = ["TOGETHER_LINES", "Checker", "Item", "attribute"]
+__all__ = ["TOGETHER_LINES", "Checker", "Item", "attribute", "attribute_all"]
 
 # A sentence found by searching the context must have its facts this close together
 # in the passage (Checker.together) to be checked as leniently as a cited one.
@@ -126,6 +126,43 @@ def attribute(
         if best is not None:
             return [best], ""
     return [], first_failure or "no citation and no passage in context supports it"
+
+
+def attribute_all(
+    open_items: list[Item],
+    items: list[Item],
+    checker: Checker,
+    decided: dict[int, list[int]],
+) -> dict[int, str]:
+    """Attribute every sentence of ``open_items`` that a candidate supports, adding its
+    citations to ``decided``; returns why each of the others was not.
+
+    Until nothing changes: what the paragraph's markers and the citations already given
+    to its sentences and neighbours support; only when a round finds none, a
+    context-wide search (a sentence attributed by search gives its neighbours a
+    candidate, so local rounds follow again).
+    """
+    failures: dict[int, str] = {}
+    search = False
+    while open_items:
+        progress = False
+        for item in open_items:
+            found, failure = attribute(
+                item, items, checker, decided, exclude=item.own, search=search
+            )
+            if found:
+                decided[item.index] = checker.fewest(item, found)
+                progress = True
+            elif search or item.index not in failures:
+                failures[item.index] = failure
+        open_items = [o for o in open_items if o.index not in decided]
+        if progress:
+            search = False
+        elif search:
+            break
+        else:
+            search = True
+    return {o.index: failures[o.index] for o in open_items}
 
 
 class Checker:

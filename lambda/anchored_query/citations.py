@@ -49,7 +49,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from anchored_query.checking import Checker, Item, attribute
+from anchored_query.checking import Checker, Item, attribute_all
 from anchored_query.facts import Claim
 from anchored_query.links import citation_link
 from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
@@ -315,32 +315,10 @@ def verify(
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
         open_items.append(item)
-    # Until nothing changes: what the paragraph's markers and the citations already
-    # given to its sentences and neighbours support, and only then a context-wide
-    # search (a sentence attributed by search gives its neighbours a candidate).
-    failures: dict[int, str] = {}
-    search = False
-    while open_items:
-        progress = False
-        for item in open_items:
-            found, failure = attribute(
-                item, items, checker, decided, exclude=item.own, search=search
-            )
-            if found:
-                decided[item.index] = checker.fewest(item, found)
-                attributed.add(item.index)
-                progress = True
-            elif search or item.index not in failures:
-                failures[item.index] = failure
-        open_items = [o for o in open_items if o.index not in decided]
-        if progress:
-            search = False
-        elif search:
-            break
-        else:
-            search = True
-    for item in open_items:
-        reasons[item.index] = miscited.get(item.index, failures[item.index])
+    failures = attribute_all(open_items, items, checker, decided)
+    attributed.update(o.index for o in open_items if o.index in decided)
+    for i, failure in failures.items():
+        reasons[i] = miscited.get(i, failure)
 
     # A lead-in ("add the following lines:") stands or falls with what it introduces.
     for item in items:
