@@ -3,9 +3,9 @@ folder of the three packages that holds shipped files is a listed package (setup
 warns, once per file, about data in a folder that is not: the wall of
 ``Package 'build_index.models' is absent from the packages configuration`` a newcomer
 saw), and every data file is matched by package-data, so the wheel carries it. Checked
-on the source tree: building a wheel needs setuptools >= 77 in an isolated build, which
-downloads it. A wheel built that way on 2026-12-01 printed no warning and held every
-file below."""
+on the source tree: building a wheel takes an isolated build that downloads setuptools
+(the venv's 65.5 refuses the SPDX license string; 76.1 builds it). A wheel built that
+way on 2026-12-01 printed no warning and held every file below."""
 
 from __future__ import annotations
 
