@@ -140,12 +140,16 @@ async function chipNumbers(turn) {
   return (await turn.locator('.anchored-answer .anchored-chip').allTextContents()).map(Number);
 }
 
-/** The highlight on the page equals `passage` (the widget's matching key and the visible range) and is on screen. */
+/**
+ * The highlight on the page equals `passage` (the widget's matching key and the visible range) and is on screen.
+ * Waited for as long as a busy machine may need: highlight.js is imported only when a page
+ * has a passage to mark, after the page itself; a highlight that never comes still fails.
+ */
 async function assertHighlighted(page, passage, what) {
   const hl = (await until(async () => {
     const h = await readHighlight(page);
     return h.count && h.inView ? h : null;
-  }, 5000)) || (await readHighlight(page));
+  }, 20000)) || (await readHighlight(page));
   assert.ok(hl.count > 0, `${what}: nothing highlighted`);
   assert.equal(key(hl.marks), key(passage), `${what}: marked text differs from the cited passage`);
   assert.equal(flat(hl.range), flat(passage), `${what}: highlighted range differs from the cited passage`);
