@@ -77,6 +77,9 @@ function pick(q) {
 export async function newPage(browser, { live = false, viewport = { width: 1280, height: 800 }, ...opts } = {}) {
   const context = await browser.newContext({ viewport, ...opts });
   const page = await context.newPage();
+  // A page load waits up to 90 s, not Playwright's 30 s: a busy machine took longer (a
+  // page that never loads still fails).
+  page.setDefaultNavigationTimeout(90000);
   page.errors = [];
   page.external = [];
   page.on('pageerror', (e) => page.errors.push(e.message));

@@ -27,12 +27,14 @@ if [ -z "${ANCHORED_TEST_URL:-}" ]; then
   LOG="$(mktemp)"
   "$PY" harness.py --port 0 >"$LOG" 2>&1 &
   HARNESS_PID=$!
-  for _ in $(seq 1 300); do
+  # The harness builds three MkDocs sites first: seconds on a quiet machine, over 30 s on a
+  # busy one. A harness that dies is reported at once; the wait only bounds a hung one.
+  for _ in $(seq 1 1800); do
     if grep -q '^READY ' "$LOG"; then break; fi
     if ! kill -0 "$HARNESS_PID" 2>/dev/null; then cat "$LOG" >&2; echo "run.sh: harness failed to start" >&2; exit 2; fi
     sleep 0.1
   done
-  grep -q '^READY ' "$LOG" || { cat "$LOG" >&2; echo "run.sh: harness not ready after 30 s" >&2; exit 2; }
+  grep -q '^READY ' "$LOG" || { cat "$LOG" >&2; echo "run.sh: harness not ready after 180 s" >&2; exit 2; }
   ANCHORED_TEST_URL="$(sed -n 's/^READY //p' "$LOG" | head -1)"
   export ANCHORED_TEST_URL
 fi
