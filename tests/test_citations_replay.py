@@ -127,3 +127,19 @@ def test_recorded_replies_the_added_checks_decide(support: Any) -> None:
     # httpx-01b: the denial of HTTPX's default timeout is not shown.
     _, _, verified = replay(_fixture("httpx-01b"), support)
     assert not any("does not have a default timeout" in s.text for s in verified.sentences)
+    # anchored-03: "The API key goes in `LlmApiKey` [3]." miscounted; `LlmApiKey`, held by
+    # the deploy table alone, points at it (round 4: checked as a cited sentence).
+    fixture = _fixture("anchored-03")
+    _, _, verified = replay(fixture, support)
+    holder = [n for n, p in passages_of(fixture).items() if "LlmApiKey" in p.text]
+    assert [(s.text, s.citations) for s in verified.sentences] == [
+        ("The API key goes in `LlmApiKey`.", holder)
+    ]
+    # material-07: a reply without one marker; "use the `details` extension" is kept
+    # with the passage its neighbour, the `pymdownx.details` block, was attributed.
+    _, _, verified = replay(_fixture("material-07"), support)
+    shown = {s.text: s.citations for s in verified.sentences}
+    details = next(t for t in shown if t.startswith("To do this, you can use the `details`"))
+    assert shown[details] and shown[details] == next(
+        c for t, c in shown.items() if "pymdownx.details" in t
+    )
