@@ -307,6 +307,14 @@ for (const [name, question, expected, prepare] of [
 
 test('waiting shows stages and Cancel aborts the request', async () => {
   const page = await newPage(browser);
+  // The reply is held until the test has looked and cancelled. The harness's "slow" reply
+  // (4 s) came before the Cancel click on a busy machine, leaving nothing to cancel.
+  let release;
+  const held = new Promise((r) => (release = r));
+  await page.route('**/v1/ask', async (route) => {
+    await held;
+    await route.continue().catch(() => {}); // cancelled by then: nothing to continue
+  });
   await open(page, OTHER);
   await page.click('.anchored-open');
   await page.waitForSelector('dialog.anchored-dialog[open]');
@@ -325,6 +333,7 @@ test('waiting shows stages and Cancel aborts the request', async () => {
   await page.locator('.anchored-turn .anchored-meta', { hasText: 'Cancelled.' }).waitFor();
   assert.equal(await page.inputValue('.anchored-input'), 'slow question about the endpoint', 'question kept for a retry');
   assert.ok(await page.locator('.anchored-status').isHidden());
+  release();
   await page.context().close();
 });
 
@@ -361,6 +370,12 @@ test('keyboard only: shortcut, Tab to a chip, Esc closes and focus returns to th
   await page.keyboard.type('How do I configure the endpoint?');
   await page.keyboard.press('Enter');
   await page.waitForSelector('.anchored-chip');
+  // The answer streams: the final record redraws the turn, and a chip focused before it
+  // would be gone. Walk the finished answer (what a reader tabs through).
+  await page.waitForFunction(() => {
+    const last = [...document.querySelectorAll('.anchored-turn')].pop();
+    return last && !last.classList.contains('anchored-turn--live') && last.querySelector('.anchored-a .anchored-chip');
+  });
   // Shift+Tab from the input walks back into the answer and reaches the last chip.
   let onChip = false;
   for (let i = 0; i < 30 && !onChip; i++) {
@@ -459,6 +474,27 @@ test('the scope selector shows its whole label at 1280, 768 and 375 px', async (
 
 const overlap = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
 
+/**
+ * Wait until the page has loaded and the passage and the pill have stopped moving: the
+ * widget places the passage when it marks it and again once images and fonts have loaded,
+ * which on a busy machine can come later than any fixed pause (it was 200 ms here).
+ */
+async function settled(page) {
+  await page.waitForLoadState('load');
+  let last = null;
+  const still = await until(async () => {
+    const now = await page.evaluate(async () => {
+      await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+      const box = (x) => (x ? JSON.stringify(x.getBoundingClientRect()) : '');
+      return [scrollY, box(document.querySelector('.anchored-pill')), box(document.querySelector('mark.anchored-hl'))].join(' ');
+    });
+    const same = now === last;
+    last = now;
+    return same;
+  }, 10000);
+  assert.ok(still, `the passage and the pill kept moving: ${last}`);
+}
+
 for (const width of [1280, 375]) {
   test(`${width} px: a chip's preview never covers the sentence it belongs to`, async () => {
     const page = await newPage(browser, { viewport: { width, height: 720 }, isMobile: width < 500, hasTouch: width < 500 });
@@ -488,7 +524,7 @@ for (const width of [1280, 375]) {
       await Promise.all([page.waitForNavigation(), page.locator('.anchored-answer .anchored-chip', { hasText: new RegExp(`^${c.n}$`) }).first().click()]);
       await page.waitForSelector('mark.anchored-hl');
       await page.waitForSelector('.anchored-pill');
-      await page.waitForTimeout(200);
+      await settled(page);
       const [pill, marks, inView] = await page.evaluate(() => {
         const p = document.querySelector('.anchored-pill').getBoundingClientRect();
         const m = [...document.querySelectorAll('mark.anchored-hl')].map((x) => x.getBoundingClientRect());
