@@ -14,7 +14,8 @@
    between the question and the unit (the :data:`MAX_EMBEDDED` most promising
    units; a long question is compared by its sentence closest to the docs).
    Misspelt terms are matched in the index's spelling
-   (:mod:`anchored_query.spelling`).
+   (:mod:`anchored_query.spelling`). A line that quotes the question whole
+   (a benchmark's list of questions) counts half, its meaning too.
 3. **The quote.** The quote is the best unit with the structure around it
    (:func:`anchored_query.quote_window.quote_window`: lead-ins, code, rows,
    tabs, a short section whole, an option's ``default:`` line). A section
@@ -79,6 +80,10 @@ MAX_PARTS = 3
 _SENTENCE_END = re.compile(r"(?<=[.?!。？！])\s+|(?<=[。？！])")
 _HISTORY_WEIGHT = 0.5
 _LABEL = 0.5  # a short line without a full stop is a label, rarely the answer
+# A line that quotes the question itself (a benchmark, an FAQ's question, an issue
+# report) matches all its words and answers none: it counts this share.
+_QUOTES_QUESTION = 0.5
+_QUOTED_WORDS = 4  # a question this long or longer is recognised when quoted
 _SECOND = 0.85  # a second section is quoted when its best unit scores this share of the best
 _CRISP = 0.35  # below this unit score, quote the best section's opening
 
@@ -106,7 +111,10 @@ class Blend:
 # corpus was left out). The hand-set blend before was (1.0, 0.7, 0.6, 1.2) with 6 units
 # embedded: the semantic match now counts twice as much.
 BLEND = Blend()
-# Cosine of a question to an unrelated unit (0) and to one that answers it (1).
+# Cosine of a question to an unrelated unit (0) and to one that answers it (1); above
+# that it keeps rising (of several lines that answer, the closest is the likeliest: a
+# cap at 1 made "for an individual request" and "on a client instance" tie for "a
+# single request").
 SEMANTIC_SCALES: dict[str, tuple[float, float]] = {"all-MiniLM-L6-v2": (0.15, 0.65)}
 
 
@@ -158,6 +166,7 @@ class _Scored:
     cosine: float | None = None
     own: float = 0.0  # the unit's own relevance: its terms and its cosine
     score: float = 0.0  # own, plus its section's headings and retrieval score
+    factor: float = 1.0  # a label's, a changelog's, a line quoting the question: less
 
 
 def answer_extractively(
@@ -204,6 +213,9 @@ def answer_extractively(
         return ExtractiveResult([], True, "No passages of the documentation match.", 0.0, covered)
     total = sum(weights.values()) or 1.0
     asks_version = _VERSION.search(asked or question) is not None
+    asked_text = _normal(question).rstrip("?？.!")
+    if len(asked_text.split()) < _QUOTED_WORDS:
+        asked_text = ""
     for c in scored:
         s = sections[c.section]
         terms = _terms(c.unit)
@@ -214,9 +226,12 @@ def answer_extractively(
         c.own = BLEND.lexical * c.lexical
         c.score = c.own + BLEND.heading * heading + BLEND.prior * s.prior
         if is_label(c.unit):
-            c.score *= _LABEL  # "Python version", "Set language": a label, not an answer
+            c.factor *= _LABEL  # "Python version", "Set language": a label, not an answer
+        if asked_text and asked_text in _normal(c.unit.text):
+            c.factor *= _QUOTES_QUESTION  # 'A plain question ("Which … supported?") got …'
         if s.release_note and not asks_version:
-            c.score *= _RELEASE_NOTE
+            c.factor *= _RELEASE_NOTE
+        c.score *= c.factor
     scale = SEMANTIC_SCALES.get(model)
     focus: str | None = None
     if embedder is not None and index is not None:
@@ -437,9 +452,9 @@ def _add_semantic(
     lo, hi = scale if scale is not None else (min(sims) - 1e-6, max(sims) + 1e-6)
     for c, sim in zip(order, sims, strict=True):
         c.cosine = sim
-        semantic = BLEND.semantic * min(1.0, max(0.0, (sim - lo) / (hi - lo)))
+        semantic = BLEND.semantic * max(0.0, (sim - lo) / (hi - lo))
         c.own += semantic
-        c.score += semantic
+        c.score += semantic * c.factor  # a changelog's line counts less in meaning too
     return np.stack(embedded) if embedded else np.zeros((0, len(q)), dtype=np.float32)
 
 
