@@ -110,6 +110,17 @@ def test_tokenised_in_steps_same_as_at_once(
     assert np.array_equal(stepped, embedder.embed_passages(texts))
 
 
+def test_vectors_written_into_the_callers_array(embedder: Embedder) -> None:
+    texts = ["first passage about ports", "second, on themes", ""]
+    out = np.full((3, embedder.dim), np.nan, dtype=np.float32)
+    assert embedder.embed_passages(texts, out=out) is out
+    assert np.array_equal(out, embedder.embed_passages(texts))
+    with pytest.raises(ValueError, match="expected float32"):
+        embedder.embed_passages(texts, out=np.zeros((2, embedder.dim), dtype=np.float32))
+    with pytest.raises(ValueError, match="expected float32"):
+        embedder.embed_passages(texts, out=np.zeros((3, embedder.dim), dtype=np.float64))
+
+
 def test_long_text_is_truncated_not_rejected(embedder: Embedder) -> None:
     long = "The deployment guide explains every step in detail. " * 400
     vec = embedder.embed_passages([long])
