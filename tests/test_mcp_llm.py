@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 from anchored_query.app import create_app
-from anchored_query.settings import Settings
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from mcp import ClientSession
 
 from tests.liveserver import ThreadedServer
+from tests.test_budget import llm_settings
 from tests.test_mcp import _over_http, _text
 
 QUESTION = "Which port does the development server use by default?"
@@ -27,61 +27,42 @@ def openai() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-def _settings(index: Path, tmp_path: Path, srv: FakeOpenAIServer, **extra: Any) -> Settings:
-    return Settings(
-        index=str(index),
-        cache_dir=str(tmp_path / "cache"),
-        feedback=str(tmp_path / "feedback"),
-        refresh_s=0,
-        rate_limit_per_min=0,
-        llm_timeout_s=60,
-        llm_provider="openai",
-        llm_model="fake-model",
-        llm_base_url=srv.url,
-        llm_api_key="sk-test-mcp-0123456789",
-        **extra,
-    )
+def _ask_docs(url: str) -> tuple[dict[str, Any], str]:
+    """``ask_docs`` called once by the SDK's client over HTTP: the result's data and text."""
+    got: dict[str, Any] = {}
+
+    async def check(session: ClientSession) -> None:
+        result = await session.call_tool("ask_docs", {"question": QUESTION})
+        assert not result.isError, _text(result)
+        got["data"], got["text"] = result.structuredContent, _text(result)
+
+    _over_http(url + "/mcp", check)
+    return got["data"], got["text"]
 
 
 def test_ask_docs_answers_with_the_llm_and_cites(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
-    app = create_app(_settings(qa_index, tmp_path, openai, budget_tokens_per_day=10**7))
-    got: dict[str, Any] = {}
-
-    async def check(session: ClientSession) -> None:
-        result = await session.call_tool("ask_docs", {"question": QUESTION})
-        assert not result.isError, _text(result)
-        got["data"], got["text"] = result.structuredContent, _text(result)
-
+    app = create_app(llm_settings(qa_index, tmp_path, openai, budget_tokens_per_day=10**7))
     with ThreadedServer(app) as srv:
-        _over_http(srv.url + "/mcp", check)
-    data = got["data"]
+        data, text = _ask_docs(srv.url)
     assert data["mode"] == "llm" and not data["abstained"] and "note" not in data
     assert data["answer"] and all(s["citations"] for s in data["answer"])
     assert len(openai.requests) == 1, "one model call for the one ask"
     for c in data["citations"]:
         assert "anchored-hl=" in c["link"] and ":~:text=" in c["link"]
-        assert c["link"] in got["text"]
+        assert c["link"] in text
 
 
 def test_past_the_spend_cap_ask_docs_is_extractive_with_a_note(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
-    app = create_app(_settings(qa_index, tmp_path, openai, budget_tokens_per_day=50))
-    got: dict[str, Any] = {}
-
-    async def check(session: ClientSession) -> None:
-        result = await session.call_tool("ask_docs", {"question": QUESTION})
-        assert not result.isError, _text(result)
-        got["data"], got["text"] = result.structuredContent, _text(result)
-
+    app = create_app(llm_settings(qa_index, tmp_path, openai, budget_tokens_per_day=50))
     with ThreadedServer(app) as srv:
-        _over_http(srv.url + "/mcp", check)
+        data, text = _ask_docs(srv.url)
         # /v1/ask on the same function meets the same cap
         body = httpx.post(srv.url + "/v1/ask", json={"question": QUESTION}, timeout=120).json()
-    data = got["data"]
     assert data["mode"] == "extractive" and data["note"]
-    assert got["text"].startswith(f"Note: {data['note']}.")
+    assert text.startswith(f"Note: {data['note']}.")
     assert body["mode"] == "extractive" and body["fallback"] == "budget"
     assert openai.requests == [], "no model call past the cap"
