@@ -140,16 +140,20 @@ class Embedder:
         progress: Progress | None = None,
         on_batch: BatchDone | None = None,
         out: FloatArray | None = None,
+        rows: npt.NDArray[np.intp] | None = None,
     ) -> FloatArray:
         """Embed passages (``passage_prefix`` applied): float32 ``(len(texts), dim)``.
 
         ``progress(done, total)`` is called after every batch, and ``on_batch(rows,
         vectors)`` with the batch's input rows and vectors (so a caller can keep
-        what is done before the whole call returns). ``out``, a float32 ``(len(texts),
-        dim)`` array, receives the vectors and is returned (a 100k-chunk
-        build then holds its vectors once, not twice: 154 MB each).
+        what is done before the whole call returns). ``out``, a float32 array of
+        ``dim`` columns, receives the vectors and is returned: text ``i`` goes to row
+        ``rows[i]`` (default: row ``i``), so a build holds its vectors once, not
+        twice (154 MB each at 100k chunks).
         """
-        return self._embed([self.spec.passage_prefix + t for t in texts], progress, on_batch, out)
+        return self._embed(
+            [self.spec.passage_prefix + t for t in texts], progress, on_batch, out, rows
+        )
 
     def embed_query(self, text: str) -> FloatArray:
         """Embed one query (``query_prefix`` applied): float32 ``(dim,)``."""
@@ -162,14 +166,20 @@ class Embedder:
         progress: Progress | None,
         on_batch: BatchDone | None,
         out: FloatArray | None = None,
+        rows: npt.NDArray[np.intp] | None = None,
     ) -> FloatArray:
         n = len(texts)
         if out is None:
             out = np.zeros((n, self.spec.dim), dtype=np.float32)
-        elif out.shape != (n, self.spec.dim) or out.dtype != np.float32:
+        height = out.shape[0] if rows is not None else n
+        if out.shape != (height, self.spec.dim) or out.dtype != np.float32:
             raise ValueError(
-                f"out is {out.dtype} {out.shape}, expected float32 {(n, self.spec.dim)}"
+                f"out is {out.dtype} {out.shape}, expected float32 {(height, self.spec.dim)}"
             )
+        if rows is None:
+            rows = np.arange(n, dtype=np.intp)
+        elif len(rows) != n:
+            raise ValueError(f"rows has {len(rows)} entries for {n} texts")
         if n == 0:
             if progress is not None:
                 progress(0, 0)
@@ -192,7 +202,7 @@ class Embedder:
                     mask[row, :m] = 1
                     type_ids[row, :m] = types[i]
                 vectors = self._run(input_ids, mask, type_ids)
-                out[lo + batch] = vectors
+                out[rows[lo + batch]] = vectors
                 if on_batch is not None:
                     on_batch(lo + batch, vectors)
                 done += len(batch)

@@ -165,12 +165,10 @@ def embed_chunks(
                 progress(0, len(missing))
             todo = [texts[i] for i in missing]
             keep = _CacheWriter(cache, todo, CACHE_FLUSH_S) if cache is not None else None
-            embedder = Embedder(spec)
-            if len(missing) == len(texts):  # a cold build: straight into the one array
-                embedder.embed_passages(todo, progress=progress, on_batch=keep, out=vectors)
-            else:
-                vectors[missing] = embedder.embed_passages(todo, progress=progress, on_batch=keep)
-            del embedder  # onnxruntime's session and working memory, before BM25 is built
+            # straight into the index's one array, each text at its chunk's row
+            Embedder(spec).embed_passages(
+                todo, progress=progress, on_batch=keep, out=vectors, rows=np.asarray(missing)
+            )
     finally:  # what was embedded is kept, also when the build fails
         if cache is not None:
             cache.flush()

@@ -119,6 +119,12 @@ def test_vectors_written_into_the_callers_array(embedder: Embedder) -> None:
         embedder.embed_passages(texts, out=np.zeros((2, embedder.dim), dtype=np.float32))
     with pytest.raises(ValueError, match="expected float32"):
         embedder.embed_passages(texts, out=np.zeros((3, embedder.dim), dtype=np.float64))
+    # rows: text i into row rows[i] of a larger array, the other rows untouched
+    wide = np.full((5, embedder.dim), 7.0, dtype=np.float32)
+    embedder.embed_passages(texts, out=wide, rows=np.array([4, 0, 2]))
+    assert np.array_equal(wide[[4, 0, 2]], out) and (wide[[1, 3]] == 7.0).all()
+    with pytest.raises(ValueError, match="rows has 2 entries"):
+        embedder.embed_passages(texts, out=wide, rows=np.array([0, 1]))
 
 
 def test_long_text_is_truncated_not_rejected(embedder: Embedder) -> None:
