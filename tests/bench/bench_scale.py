@@ -339,6 +339,59 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
+def print_throughput(tp: dict[str, float], cold: dict[str, Any]) -> None:
+    ratio = tp["ours_rate"] / tp["raw_rate"]
+    print(
+        f"| embedder vs raw onnxruntime, same {tp['texts']:.0f} texts, batch {BATCH}, "
+        f"alternating | {tp['ours_rate']:.1f} vs {tp['raw_rate']:.1f} texts/s: "
+        f"**{ratio:.2f}×** | ≥ 0.90× ({verdict(ratio >= 0.9)}) |"
+    )
+    if "embed_rate" in cold:
+        print(
+            f"| whole build's embedding rate ÷ raw (not the same minutes) "
+            f"| {cold['embed_rate'] / tp['raw_rate']:.2f}× | – |"
+        )
+
+
+def print_rebuilds(
+    unchanged: dict[str, Any], plain: dict[str, Any], changed: dict[str, Any], rounds: int
+) -> None:
+    over = (unchanged["wall_s"] - plain["wall_s"]) / plain["wall_s"]
+    over_cpu = (unchanged["cpu_s"] - plain["cpu_s"]) / plain["cpu_s"]
+    print(
+        f"| unchanged rebuild, wall (CPU), best of {rounds} alternating "
+        f"| {unchanged['wall_s']:.1f} s ({unchanged['cpu_s']:.1f} s) against "
+        f"{plain['wall_s']:.1f} s ({plain['cpu_s']:.1f} s) without the plugin: "
+        f"{over:+.1%} ({over_cpu:+.1%} CPU); peak {unchanged['peak_mb']:,.0f} MB "
+        f"| ≤ +10% ({verdict(over_cpu <= 0.10)}) |"
+    )
+    print(
+        f"| one page changed, wall (CPU) | {changed['wall_s']:.1f} s ({changed['cpu_s']:.1f} s), "
+        f"{changed.get('embedded', '?')} chunks embedded; peak {changed['peak_mb']:,.0f} MB | – |"
+    )
+
+
+def warm_rebuilds(
+    project: Path, rounds: int
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Best unchanged rebuild, best plain build (alternating pairs), one page changed."""
+    # One unchanged build against one plain build is noise on a shared machine (+31% and
+    # -3% on the same 2k-chunk site, minutes apart): alternate them, keep each one's best.
+    pairs = [
+        (
+            mkdocs_build(project, "mkdocs.yml", f"unchanged{i}"),
+            mkdocs_build(project, "mkdocs-plain.yml", f"plain{i}"),
+        )
+        for i in range(1, rounds + 1)
+    ]
+    unchanged = min((u for u, _ in pairs), key=lambda r: r["cpu_s"])
+    plain = min((p for _, p in pairs), key=lambda r: r["cpu_s"])
+    change_one_page(project)
+    changed = mkdocs_build(project, "mkdocs.yml", "one-page")
+    print("rebuilds done; embedder vs raw ...", flush=True)
+    return unchanged, plain, changed
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -349,6 +402,12 @@ def main() -> None:
     p.add_argument("--raw-sample", type=int, default=1000, help="texts for embedder vs raw")
     p.add_argument("--asks", type=int, default=20, help="asks after the first answer")
     p.add_argument("--rounds", type=int, default=3, help="unchanged/plain build pairs")
+    p.add_argument(
+        "--cold-only",
+        action="store_true",
+        help="only the cold build, the index and the query function: no plain build, no "
+        "rebuilds, no embedder-vs-raw rounds (a cold 100k build alone takes about 2.3 h here)",
+    )
     p.add_argument(
         "--cache-from",
         type=Path,
@@ -369,28 +428,16 @@ def main() -> None:
     )
     (project / "mkdocs-plain.yml").write_text(without_plugin((project / "mkdocs.yml").read_text()))
 
-    plain = mkdocs_build(project, "mkdocs-plain.yml", "plain")
-    print(f"plain build: {plain['wall_s']:.0f} s, {plain['peak_mb']:.0f} MB", flush=True)
+    plain = None if args.cold_only else mkdocs_build(project, "mkdocs-plain.yml", "plain")
+    if plain:
+        print(f"plain build: {plain['wall_s']:.0f} s, {plain['peak_mb']:.0f} MB", flush=True)
     if args.cache_from:
         shutil.copytree(args.cache_from, project / ".anchored" / "cache")
     cold = mkdocs_build(project, "mkdocs.yml", "cold")
     print(f"cold build: {cold['wall_s']:.0f} s, {cold['peak_mb']:.0f} MB", flush=True)
     index = project / ".anchored" / "index"
-    # One unchanged build against one plain build is noise on a shared machine (+31% and
-    # -3% on the same 2k-chunk site, minutes apart): alternate them, keep each one's best.
-    rounds = [
-        (
-            mkdocs_build(project, "mkdocs.yml", f"unchanged{i}"),
-            mkdocs_build(project, "mkdocs-plain.yml", f"plain{i}"),
-        )
-        for i in range(1, args.rounds + 1)
-    ]
-    unchanged = min((u for u, _ in rounds), key=lambda r: r["cpu_s"])
-    plain2 = min((p for _, p in rounds), key=lambda r: r["cpu_s"])
-    change_one_page(project)
-    changed = mkdocs_build(project, "mkdocs.yml", "one-page")
-    print("rebuilds done; embedder vs raw ...", flush=True)
-    tp = embed_vs_raw(index, args.raw_sample)
+    rebuilds = None if args.cold_only else warm_rebuilds(project, args.rounds)
+    tp = None if args.cold_only else embed_vs_raw(index, args.raw_sample)
 
     questions = list(load_queries(Path(args.beir)).values())[: args.asks]
     slice_n = max(200, n_chunks // 10)
@@ -408,46 +455,29 @@ def main() -> None:
     print("| measure | figure | target |")
     print("|---|---|---|")
     phases = "; ".join(f"{k} {a:,.0f} → {b:,.0f} MB" for k, (a, b) in cold["phases_mb"].items())
+    plain_mb = f"; without the plugin {plain['peak_mb']:,.0f} MB" if plain else ""
+    plain_s = (
+        f"; without the plugin {plain['wall_s']:.0f} s ({plain['cpu_s']:.0f} s)" if plain else ""
+    )
     print(
         f"| {first}, peak memory (build process + children, sampled; ru_maxrss) "
         f"| **{cold['peak_mb']:,.0f} MB** ({cold['sampled_peak_mb']:,.0f} sampled, "
-        f"{cold['ru_maxrss_mb']:,.0f} ru_maxrss); without the plugin {plain['peak_mb']:,.0f} MB; "
+        f"{cold['ru_maxrss_mb']:,.0f} ru_maxrss){plain_mb}; "
         f"by phase (first sample → peak): {phases} "
         f"| ≤ {TARGET_BUILD_MB:,} MB ({verdict(cold['peak_mb'] <= TARGET_BUILD_MB)}) |"
     )
     print(
-        f"| {first}, wall (CPU) | {cold['wall_s']:,.0f} s ({cold['cpu_s']:,.0f} s); "
-        f"without the plugin {plain['wall_s']:.0f} s ({plain['cpu_s']:.0f} s) | – |"
+        f"| {first}, wall (CPU) | {cold['wall_s']:,.0f} s ({cold['cpu_s']:,.0f} s){plain_s} | – |"
     )
     if "embed_rate" in cold:
         print(
             f"| {first}, embedding | {cold['embedded']:,} chunks in {cold['embed_s']:,.0f} s, "
             f"**{cold['embed_rate']:.1f} chunks/s** | – |"
         )
-    ratio = tp["ours_rate"] / tp["raw_rate"]
-    print(
-        f"| embedder vs raw onnxruntime, same {tp['texts']:.0f} texts, batch {BATCH}, "
-        f"alternating | {tp['ours_rate']:.1f} vs {tp['raw_rate']:.1f} texts/s: "
-        f"**{ratio:.2f}×** | ≥ 0.90× ({verdict(ratio >= 0.9)}) |"
-    )
-    if "embed_rate" in cold:
-        print(
-            f"| whole build's embedding rate ÷ raw (not the same minutes) "
-            f"| {cold['embed_rate'] / tp['raw_rate']:.2f}× | – |"
-        )
-    over = (unchanged["wall_s"] - plain2["wall_s"]) / plain2["wall_s"]
-    over_cpu = (unchanged["cpu_s"] - plain2["cpu_s"]) / plain2["cpu_s"]
-    print(
-        f"| unchanged rebuild, wall (CPU), best of {args.rounds} alternating "
-        f"| {unchanged['wall_s']:.1f} s ({unchanged['cpu_s']:.1f} s) against "
-        f"{plain2['wall_s']:.1f} s ({plain2['cpu_s']:.1f} s) without the plugin: "
-        f"{over:+.1%} ({over_cpu:+.1%} CPU); peak {unchanged['peak_mb']:,.0f} MB "
-        f"| ≤ +10% ({verdict(over_cpu <= 0.10)}) |"
-    )
-    print(
-        f"| one page changed, wall (CPU) | {changed['wall_s']:.1f} s ({changed['cpu_s']:.1f} s), "
-        f"{changed.get('embedded', '?')} chunks embedded; peak {changed['peak_mb']:,.0f} MB | – |"
-    )
+    if tp:
+        print_throughput(tp, cold)
+    if rebuilds:
+        print_rebuilds(*rebuilds, args.rounds)
     print(
         f"| index on disk | {data_bytes / 2**20:,.1f} MB + model {model_bytes / 2**20:.1f} MB; "
         f"{data_bytes / chunks:,.0f} bytes a chunk | – |"
