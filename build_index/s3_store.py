@@ -164,6 +164,11 @@ def make_client(endpoint_url: str | None = None) -> S3Client:
     return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
 
 
+# What S3 answers for a key that does not exist to a caller without s3:ListBucket on the
+# bucket (the template's function has none: it never lists), as for a key it may not read.
+DENIED_CODES = frozenset({"AccessDenied", "403"})
+
+
 def error_code(exc: BaseException) -> str:
     """The S3 error code of a botocore ClientError (``"404"``, ``"NoSuchKey"``...), else ``""``."""
     response = getattr(exc, "response", None)

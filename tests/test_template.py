@@ -208,11 +208,15 @@ def test_function_reads_the_index_and_nothing_else_of_the_bucket(function: dict[
     """Not feedback/ (readers' comments) nor anything else under the prefix; never lists."""
     found = _function_statements(function)
     reads = [s for s in found if "s3:GetObject" in _actions(s)]
-    assert {s["Sid"] for s in reads} == {"ReadIndexPointer", "ReadIndexBuilds"}
+    assert {s["Sid"] for s in reads} == {"ReadIndexPointer", "ReadIndexBuilds", "ReadIndexVersions"}
     resources = [r for s in reads for r in strings(s["Resource"]) if r.startswith("arn:")]
-    assert sorted(r.rsplit("}/", 1)[-1] for r in resources) == [
+    # Versioned docs: the catalog, and each version's pointer and builds (site/versions.md).
+    assert sorted(r.rsplit("${IndexPrefix}/", 1)[-1] for r in resources) == [
         "builds/*",
         "current.json",
+        "versions.json",
+        "versions/*/builds/*",
+        "versions/*/current.json",
     ], resources
     assert not any("feedback" in r for r in resources)
     assert not [a for s in found for a in _actions(s) if a.startswith("s3:List")]

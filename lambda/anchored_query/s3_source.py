@@ -48,6 +48,7 @@ from build_index.publish import (
     error_code,
     make_client,
 )
+from build_index.s3_store import DENIED_CODES
 
 log = logging.getLogger("anchored_query.index_store")
 
@@ -218,6 +219,14 @@ class S3IndexSource(IndexSource):
                 raise IndexStoreError(
                     f"no index is published at {self.location}: {url} does not exist; "
                     f"run `anchored publish INDEX_DIR {self.location}`",
+                    NOT_PUBLISHED,
+                ) from exc
+            if code in DENIED_CODES:
+                raise IndexStoreError(
+                    f"no index is published at {self.location}, or the function may not read "
+                    f"it: S3 answered {code} for {url} (its answer for a missing key to a caller "
+                    f"that may not list the bucket); run `anchored publish INDEX_DIR "
+                    f"{self.location}`, or check the function's s3:GetObject on it",
                     NOT_PUBLISHED,
                 ) from exc
             raise IndexStoreError(f"cannot read {url}: {code or exc}") from exc

@@ -27,6 +27,7 @@ from anchored_query.errors import QueryError
 from anchored_query.refresher import Refresher
 from build_index.errors import IndexFormatError
 from build_index.publish import S3Client, S3Location, make_client
+from build_index.s3_store import DENIED_CODES, error_code
 from build_index.versions import (
     VERSIONS,
     Catalog,
@@ -85,6 +86,16 @@ def probe(location: str, *, client: S3Client | None = None) -> tuple[CatalogSour
             503, "index_unavailable", "the index is unavailable: its versions catalog is damaged"
         ) from exc
     except Exception as exc:  # botocore: unreachable, denied
+        if error_code(exc) in DENIED_CODES:
+            # A function that may not list the bucket gets 403, not 404, for a missing
+            # versions.json: an unversioned store. Probing again would cost every request a GET.
+            log.info(
+                "no versions catalog at %s (S3 answered %s: it has none, or the function may "
+                "not read it); serving it as an unversioned index",
+                location,
+                error_code(exc),
+            )
+            return None
         log.warning("cannot read the versions catalog of %s: %s", location, exc)
         raise CatalogUnreadable(str(exc)) from exc
     return (source, catalog) if catalog is not None else None
