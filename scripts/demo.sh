@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+. scripts/system.sh
 if [ ! -x .venv/bin/python ]; then
+  need_venv "$PY"
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate

@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
+. scripts/system.sh
 if [ ! -x .venv/bin/python ]; then
+  need_venv "$PY"
   "$PY" -m venv .venv
 fi
 . .venv/bin/activate
@@ -14,16 +16,9 @@ quiet_pip install --quiet --upgrade pip
 quiet_pip install --quiet -e '.[dev]'
 
 # A real headless Chromium for the ask-box tests (Debian's package; Playwright's
-# own browser download is not used).
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "Chromium is missing: run 'sudo apt-get install chromium' (the browser tests need it)" >&2
-    exit 1
-  fi
-fi
+# own browser download is not used), and Node to drive it.
+need_system_package chromium chromium "the browser tests need it"
+need_system_package npm npm "the browser tests run on Node"
 if [ -f tests/browser/package.json ]; then
   (cd tests/browser && npm ci --silent --no-audit --no-fund)
 fi
