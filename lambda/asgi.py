@@ -9,5 +9,7 @@ settings = Settings.from_env()
 prefetch(settings.index, cache_dir=settings.cache_dir)
 
 from anchored_query.app import create_app  # noqa: E402
+from anchored_query.web_adapter import RequestContextClient  # noqa: E402
 
-app = create_app(settings)
+# The adapter is the peer; the reader is the invocation's source IP (web_adapter.py).
+app = RequestContextClient(create_app(settings))

@@ -18,6 +18,7 @@ function URL in front of it (no AWS account).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -66,21 +67,16 @@ def llm() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-@pytest.fixture(scope="module")
-def function(
-    artifact: Path,
-    moto_s3: MotoS3,  # noqa: F811
-    qa_index: Path,
-    llm: FakeOpenAIServer,
-    tmp_path_factory: pytest.TempPathFactory,
+@contextlib.contextmanager
+def run_sh(
+    artifact: Path, server: MotoS3, qa_index: Path, tmp: Path, **settings: str
 ) -> Iterator[str]:
-    """The base URL of run.sh's app, started as the adapter starts it."""
-    client = moto_s3.client()
+    """run.sh's app on ``qa_index`` in S3, started as the adapter starts it: its base URL."""
+    client = server.client()
     bucket = f"anchored-stream-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     target = f"s3://{bucket}/docs"
     publish(qa_index, target, client=client)
-    tmp = tmp_path_factory.mktemp("lwa")
     # `python` on the runtime's PATH (here this environment's interpreter).
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
@@ -90,13 +86,8 @@ def function(
     port = free_port()
     env = lambda_env(
         target,
-        moto_s3.endpoint_url,
+        server.endpoint_url,
         tmp / "cache",
-        ANCHORED_LLM_PROVIDER="openai",
-        ANCHORED_LLM_MODEL="fake-model",
-        ANCHORED_LLM_BASE_URL=llm.url,
-        ANCHORED_LLM_TIMEOUT_S="15",
-        ANCHORED_RATE_LIMIT_PER_MIN="0",
         ANCHORED_ANSWER_ID_SECRET="streaming-lambda-test-secret-0123456789",
         PATH=f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         LAMBDA_TASK_ROOT=str(artifact),
@@ -106,6 +97,7 @@ def function(
         AWS_LWA_PORT=str(port),
         AWS_LWA_READINESS_CHECK_PATH="/",
         _HANDLER="run.sh",
+        **settings,
     )
     proc = subprocess.Popen(
         [str(artifact / "run.sh")],
@@ -139,6 +131,58 @@ def function(
             proc.wait()
         if proc.stdout:
             proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def function(
+    artifact: Path,
+    moto_s3: MotoS3,  # noqa: F811
+    qa_index: Path,
+    llm: FakeOpenAIServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """The base URL of run.sh's app with an LLM, started as the adapter starts it."""
+    with run_sh(
+        artifact,
+        moto_s3,
+        qa_index,
+        tmp_path_factory.mktemp("lwa"),
+        ANCHORED_LLM_PROVIDER="openai",
+        ANCHORED_LLM_MODEL="fake-model",
+        ANCHORED_LLM_BASE_URL=llm.url,
+        ANCHORED_LLM_TIMEOUT_S="15",
+        ANCHORED_RATE_LIMIT_PER_MIN="0",
+    ) as base:
+        yield base
+
+
+def test_run_sh_rate_limits_the_invocations_source_ip(
+    artifact: Path,
+    moto_s3: MotoS3,  # noqa: F811
+    qa_index: Path,
+    tmp_path: Path,
+) -> None:
+    """The adapter is the peer (127.0.0.1); the reader is the request context's sourceIp,
+    as Mangum has it for the buffered handler. A client rotating X-Forwarded-For stays one
+    client, and another source IP is another client."""
+
+    def search(base: str, source_ip: str, forwarded_for: str) -> int:
+        context = {"http": {"sourceIp": source_ip, "method": "GET", "path": "/v1/search"}}
+        response = httpx.get(
+            base + "/v1/search",
+            params={"q": "port"},
+            headers={
+                "x-amzn-request-context": json.dumps(context),
+                "x-forwarded-for": forwarded_for,
+            },
+            timeout=30,
+        )
+        return response.status_code
+
+    with run_sh(artifact, moto_s3, qa_index, tmp_path, ANCHORED_RATE_LIMIT_PER_MIN="2") as base:
+        codes = [search(base, "203.0.113.7", f"198.51.100.{i}") for i in range(3)]
+        assert codes == [200, 200, 429], codes
+        assert search(base, "203.0.113.8", "198.51.100.1") == 200
 
 
 def test_run_sh_serves_the_buffered_json(function: str) -> None:
