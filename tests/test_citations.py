@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from anchored_query.citations import (
     PREVIEW_CHARS,
@@ -703,3 +705,27 @@ def test_a_question_is_not_shown() -> None:
     assert [s.text for s in verified.sentences] == ["Set dev_addr."]
     assert "asks a question" in verified.reasons[0]
     assert verify(parse_answer("内网服务如何修改开发服务器的端口？[12]"), CONTEXT).abstained
+
+
+# Lines a model writes (or a reader asks it to write) that once made the footer regexes
+# backtrack exponentially (markers.py): 60 characters of one shape, then a misfit.
+PATHOLOGICAL_LINES = [
+    "-" * 60 + " x",
+    "*-" * 30 + " x",
+    "> " * 30 + "#" * 10 + " x",
+    "Sources: " + "1" * 60 + "x",
+    "Sources: " + "1  " * 30 + "x",
+    "Sources: " + "[1] " * 30 + "x",
+    "References: " + "(1, " * 30 + "x",
+]
+
+
+@pytest.mark.parametrize("line", PATHOLOGICAL_LINES)
+def test_a_pathological_reply_line_parses_in_linear_time(line: str) -> None:
+    reply = f"{line}\n\nThe server listens on port 8000 [1].\n\n{line}"
+    started = time.process_time()
+    sentences = parse_answer(reply, known={1})
+    elapsed = time.process_time() - started
+    assert any("8000" in s.text and s.citations == [1] for s in sentences), sentences
+    # Microseconds now; with the old footer regexes a 60-character line took years.
+    assert elapsed < 2.0, f"{elapsed:.2f} s of CPU for a {len(line)}-character line"

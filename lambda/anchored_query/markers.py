@@ -47,8 +47,11 @@ _ENUMERATING = frozenset(_ENUMERATING_WORDS.split())
 _WORD_BEFORE = re.compile(r"([A-Za-z]+)\.?[ \t]*$")
 
 # "Sources:", "**References**:", "来源：", "Sources: [1], [3]", "Source: passage 3".
+# The repetitions here and in _FOOTER_REST are possessive (``*+``, ``++``): these run on
+# every line of a model's reply, and as plain ``(?:[-*>#]+[ \t]*)*`` a line of 30 dashes
+# could be split 2**29 ways before failing (seconds at 20 dashes, hours at 40).
 _FOOTER_HEAD = re.compile(
-    r"^[ \t]*(?:[-*>#]+[ \t]*)*[*_]*[ \t]*"
+    r"^[ \t]*(?:[-*>#]+[ \t]*)*+[*_]*[ \t]*"
     r"(?:sources?(?:\s+used)?|references?|citations?|cited(?:\s+passages?|\s+sources?)?|"
     r"passages?(?:\s+(?:used|cited))?|来源|参考(?:资料|文献|来源)?|引用(?:来源)?)"
     r"[ \t]*[*_]*[ \t]*[:：][ \t]*[*_]*[ \t]*(?P<rest>.*)$",
@@ -60,7 +63,7 @@ _FOOTER_REST = re.compile(
     + MARKER_LABEL
     + r"\s*[:：]?\s*)?"
     + MARKER_NUMBERS
-    + r"\s*(?:[:：†|][^\[\]【】［］\n]{0,80})?[\]】］)）]?[\s,;，、.]*)+$",
+    + r"\s*(?:[:：†|][^\[\]【】［］\n]{0,80})?[\]】］)）]?[\s,;，、.]*)++$",
     re.IGNORECASE,
 )
 # One item of a footer list: "1. Section: …", "- [2] Configuration", "1. [2] …", "[^3]: …".
