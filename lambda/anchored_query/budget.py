@@ -230,14 +230,14 @@ class BudgetedClient:
         stream_reply`), reserved and settled like :meth:`complete`.
 
         A stream abandoned before its end (the reader went away, the request's time
-        ran out) is settled at the input bound and, as output, the UTF-8 bytes of the
-        text received so far plus :data:`TOKENS_PER_REPLY` (no more than ``max_tokens``):
-        the provider charges what it generated, and reports none of it.
+        ran out), or failed in a way not mapped, keeps its whole reservation, as a call
+        that timed out does: the provider reports nothing of what it generated, and the
+        text received is no bound on it (reasoning tokens are billed but never sent, and
+        a provider may go on generating after the connection closes).
         """
         bound = input_token_bound(messages)
         reservation = self._reserve(bound, max_tokens)
-        received = 0
-        settled = False
+        received = False
         try:
             for event in stream_reply(
                 self.inner,
@@ -248,23 +248,19 @@ class BudgetedClient:
             ):
                 if isinstance(event, Completion):
                     used_in, used_out = event.input_tokens, event.output_tokens
-                    settled = True
                     self._settle(
                         reservation,
                         bound if used_in is None else used_in,
                         max_tokens if used_out is None else used_out,
                     )
                 else:
-                    received += len(event.encode("utf-8", "surrogatepass"))
+                    received = True
                 yield event
         except LLMError as exc:
-            settled = True
             if exc.category in NOT_CHARGED and not received:
                 self._settle(reservation, 0, 0)
             raise
-        finally:
-            if not settled:  # abandoned: closed early, or failed in a way not mapped
-                self._settle(reservation, bound, min(max_tokens, received + TOKENS_PER_REPLY))
+        # Abandoned (closed early) or failed otherwise: the reservation stays counted.
 
     def _reserve(self, bound: int, max_tokens: int) -> Reservation:
         try:
