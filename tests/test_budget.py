@@ -10,6 +10,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -59,6 +60,7 @@ class Scripted:
         self.usage = usage
         self.fail: LLMError | None = None
         self.calls = 0
+        self.timeouts: list[float | None] = []
 
     def complete(
         self,
@@ -69,6 +71,7 @@ class Scripted:
         timeout_s: float | None = None,
     ) -> Completion:
         self.calls += 1
+        self.timeouts.append(timeout_s)
         if self.fail:
             raise self.fail
         return Completion("ok [1].", self.usage[0], self.usage[1], "stop")
@@ -304,6 +307,35 @@ def test_a_failed_call_is_refunded_only_when_nothing_was_billed(category: str, k
         client.complete(messages, max_tokens=100)
     (item,) = counters._items.values()
     assert item[1]["tokens"] == (input_token_bound(messages) + 100 if kept else 0)
+
+
+class SlowCounters(MemoryCounters):
+    """Counters whose every update takes ``delay_s``, as a slow shared store's round trip."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    def _add(self, *args: Any, **kwargs: Any) -> dict[str, int] | None:
+        time.sleep(self.delay_s)
+        return super()._add(*args, **kwargs)
+
+
+def test_the_reservations_round_trip_comes_out_of_the_calls_time() -> None:
+    """A slow store's reservation is not added to the request's deadline: the call gets
+    what its caller had left less the round trip, and none when that is too little."""
+    counters = SlowCounters(0.5)
+    inner = Scripted()
+    client = BudgetedClient(inner, Budget(counters, BudgetLimits(tokens_per_day=10**6)))
+    messages = [ChatMessage("user", "hello")]
+    client.complete(messages, max_tokens=100, timeout_s=5.0)
+    (given,) = inner.timeouts
+    assert given is not None and 0 < given <= 5.0 - 0.5, given  # never the whole 5 s
+    with pytest.raises(LLMError) as caught:
+        client.complete(messages, max_tokens=100, timeout_s=1.2)
+    assert caught.value.category == "timeout" and inner.calls == 1
+    (item,) = counters._items.values()
+    assert item[1]["tokens"] == 10 + 5  # the first call's usage; the second refunded
 
 
 def test_refusal_is_an_llm_error_budget_and_no_call() -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 from anchored_query.errors import LLMError
 from anchored_query.llm.base import ChatMessage, Completion, LLMClient, StreamEvent, stream_reply
+from anchored_query.llm.calls import MIN_CALL_S
 from anchored_query.settings import Settings
 from anchored_query.shared_state import Counters, StateUnavailable
 
@@ -200,7 +201,9 @@ class BudgetedClient:
     ) -> Completion:
         """The inner client's answer, or ``LLMError("budget")`` when it would pass a cap."""
         bound = input_token_bound(messages)
+        started = time.monotonic()
         reservation = self._reserve(bound, max_tokens)
+        timeout_s = self._time_left(timeout_s, started, reservation)
         try:
             completion = self.inner.complete(
                 messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s
@@ -236,7 +239,9 @@ class BudgetedClient:
         a provider may go on generating after the connection closes).
         """
         bound = input_token_bound(messages)
+        started = time.monotonic()
         reservation = self._reserve(bound, max_tokens)
+        timeout_s = self._time_left(timeout_s, started, reservation)
         received = False
         try:
             for event in stream_reply(
@@ -261,6 +266,25 @@ class BudgetedClient:
                 self._settle(reservation, 0, 0)
             raise
         # Abandoned (closed early) or failed otherwise: the reservation stays counted.
+
+    def _time_left(
+        self, timeout_s: float | None, started: float, reservation: Reservation
+    ) -> float | None:
+        """``timeout_s`` less the time the reservation took (a round trip to the shared
+        store, slow at times): the call may not run past the time its caller had left. A
+        call that could no longer finish is not made, and its reservation is refunded."""
+        if timeout_s is None:
+            return None
+        left = timeout_s - (time.monotonic() - started)
+        if left < MIN_CALL_S:
+            self._settle(reservation, 0, 0)
+            raise LLMError(
+                "timeout",
+                f"no time left for the call after reserving its budget ({left:.1f}s; the "
+                "spend counter was slow)",
+                provider=self.name,
+            )
+        return left
 
     def _reserve(self, bound: int, max_tokens: int) -> Reservation:
         try:
