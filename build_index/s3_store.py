@@ -146,20 +146,27 @@ def hex_to_b64(sha_hex: str) -> str:
     return base64.b64encode(bytes.fromhex(sha_hex)).decode()
 
 
-def make_client(endpoint_url: str | None = None) -> S3Client:
+def make_client(
+    endpoint_url: str | None = None,
+    *,
+    connect_timeout: float = 5,
+    read_timeout: float = 60,
+    attempts: int = 4,
+) -> S3Client:
     """An S3 client from the normal credential chain.
 
     Without ``endpoint_url`` boto3 honours ``AWS_ENDPOINT_URL_S3`` /
     ``AWS_ENDPOINT_URL`` itself. A fresh session per client keeps this safe to
-    call from several threads.
+    call from several threads. The defaults suit transfers of whole builds; a
+    request that must answer within the function's deadline takes shorter ones.
     """
     import boto3
     from botocore.config import Config
 
     config = Config(
-        retries={"mode": "standard", "max_attempts": 4},
-        connect_timeout=5,
-        read_timeout=60,
+        retries={"mode": "standard", "max_attempts": attempts},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
     )
     return boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
 

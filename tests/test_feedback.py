@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -234,3 +237,36 @@ def test_a_full_disk_is_a_503_and_leaves_no_partial_file(
         filler.unlink()
         assert c.post("/v1/feedback", json=body).status_code == 200
     assert len(feedback_files(folder)) == 2
+
+
+def test_a_stalled_s3_fails_the_feedback_write_inside_the_functions_timeout(
+    s3: S3Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3 takes the connection and never answers: the write gives up (the app's 503) well
+    inside Lambda's 30 s Timeout. boto3's defaults waited 60 s a read, 5 attempts."""
+    from anchored_query.feedback import S3FeedbackStore
+    from anchored_query.validation import FeedbackRequest
+
+    held: list[socket.socket] = []
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.2)
+
+        def accept() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    held.append(server.accept()[0])  # taken, never answered
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{server.getsockname()[1]}")
+        store = S3FeedbackStore(f"s3://{s3.name}/feedback")
+        started = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017 - botocore's read timeout
+            store.save(FeedbackRequest(answer_id="a" * 32, rating="up"), build_id="b")
+        took = time.monotonic() - started
+        stop.set()
+        thread.join()
+    for conn in held:
+        conn.close()
+    assert took < 25, f"the feedback write gave up after {took:.0f} s"

@@ -142,9 +142,11 @@ class S3FeedbackStore:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if client is None:
-            import boto3
+            from build_index.s3_store import make_client
 
-            client = boto3.client("s3")
+            # Inside a reader's request: 2 attempts with 3 s read timeouts, well inside the
+            # function's timeout, so a stalled S3 gives the 503 rather than a timeout.
+            client = make_client(connect_timeout=2, read_timeout=3, attempts=2)
         self.client = client
 
     def save(self, item: FeedbackRequest, *, build_id: str) -> str:
