@@ -357,3 +357,22 @@ def test_a_foreign_folder_named_like_the_build_is_not_adopted(s3: S3Bucket, tmp_
     with pytest.raises(IndexStoreError, match="did not write"):
         _source(s3, tmp_path, Clock()).fetch()
     assert (foreign / "mine.txt").read_bytes() == b"mine"
+
+
+def test_a_build_folder_another_instance_is_marking_is_adopted(tmp_path: Path) -> None:
+    """Two instances share a cache: one has made the build's folder and is writing its
+    marker (a temporary file, not yet renamed) when the other gets there. That folder
+    is the cache's own, not foreign files (test_faults' two-instance switch met this)."""
+    from anchored_query.build_cache import make_build_dir, part_name
+
+    build_dir = tmp_path / "cache" / "b1"
+    build_dir.mkdir(parents=True)
+    part_name(build_dir / CACHE_MARKER).write_bytes(b"anchored index cache: build b1\n")
+    make_build_dir(build_dir, "b1")
+    assert (build_dir / CACHE_MARKER).is_file()
+    # A folder with a file of someone else's is still refused.
+    other = tmp_path / "cache" / "b2"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(IndexStoreError, match="did not write"):
+        make_build_dir(other, "b2")

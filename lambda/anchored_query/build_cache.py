@@ -102,7 +102,13 @@ def make_build_dir(build_dir: Path, build_id: str) -> None:
     """Create (or adopt, when it is the cache's own) the folder of one cached build."""
     if build_dir.is_symlink() or (build_dir.exists() and not build_dir.is_dir()):
         raise IndexStoreError(f"{build_dir} is in the way of the index cache; remove it")
-    if build_dir.is_dir() and not _is_marked(build_dir) and any(build_dir.iterdir()):
+    # Another instance sharing the cache may be writing the marker this instant: its
+    # temporary file (part_name) is there before the marker is. That is not foreign.
+    if (
+        build_dir.is_dir()
+        and not _is_marked(build_dir)
+        and any(not _is_part(p) for p in build_dir.iterdir())
+    ):
         raise IndexStoreError(
             f"{build_dir} holds files the index cache did not write; move them away or "
             "set ANCHORED_CACHE_DIR to a folder of its own"
@@ -115,6 +121,11 @@ def make_build_dir(build_dir: Path, build_id: str) -> None:
 
 def _is_marked(build_dir: Path) -> bool:
     return (build_dir / CACHE_MARKER).is_file()
+
+
+def _is_part(path: Path) -> bool:
+    """Whether ``path`` is named as :func:`part_name` names a file being written."""
+    return path.name.startswith(".") and path.name.endswith(".part")
 
 
 def has(path: Path, size: int) -> bool:
