@@ -28,7 +28,7 @@ import httpx
 import pytest
 from anchored_query.app import RateLimiter, create_app
 from anchored_query.feedback import MAX_RECORD_BYTES
-from anchored_query.settings import Settings
+from appsettings import settings_for
 from fakes import (
     Behaviour,
     FakeBedrockServer,
@@ -47,18 +47,6 @@ __all__ = ["moto_s3", "s3"]  # fixtures used by name
 
 QUESTION = "Which port does the server use by default?"
 ORIGIN = "https://docs.example.com"
-
-
-def settings_for(index: Path | str, tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "index": str(index),
-        "cache_dir": str(tmp_path / "cache"),
-        "feedback": str(tmp_path / "feedback"),
-        "refresh_s": 0,
-        "rate_limit_per_min": 0,
-    }
-    values.update(overrides)
-    return Settings(**values)
 
 
 # ---------------------------------------------------------------- CORS

@@ -31,7 +31,7 @@ import httpx
 import pytest
 from anchored_query.app import create_app
 from anchored_query.engine import Engine
-from anchored_query.settings import Settings
+from appsettings import settings_for
 from fakes import Disconnect, Empty, FakeOpenAIServer, Malformed, Reply, Sleep, Status
 from liveserver import AppProcess, ThreadedServer
 from s3server import REGION, MotoS3, S3Bucket, moto_s3, s3
@@ -68,18 +68,6 @@ def s3_env(s3: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> S3Bucket:
     """The bucket, with AWS_ENDPOINT_URL_S3 pointing every new boto3 client at moto."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
     return s3
-
-
-def settings_for(index: str, tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "index": index,
-        "cache_dir": str(tmp_path / "cache"),
-        "feedback": str(tmp_path / "feedback"),
-        "refresh_s": 0,
-        "rate_limit_per_min": 0,
-    }
-    values.update(overrides)
-    return Settings(**values)
 
 
 def health_build(client: TestClient | httpx.Client) -> str:

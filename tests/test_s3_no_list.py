@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from anchored_query.app import create_app
-from anchored_query.settings import Settings
+from appsettings import settings_for
 from s3server import MotoS3, S3Bucket, moto_s3, s3  # noqa: F401
 from starlette.testclient import TestClient
 
@@ -112,16 +112,6 @@ def no_list(s3: S3Bucket, monkeypatch: pytest.MonkeyPatch) -> Iterator[NoListPro
         proxy.server_close()
 
 
-def _settings(index: str, tmp_path: Path) -> Settings:
-    return Settings(
-        index=index,
-        cache_dir=str(tmp_path / "cache"),
-        feedback=str(tmp_path / "feedback"),
-        refresh_s=0,
-        rate_limit_per_min=0,
-    )
-
-
 def test_the_proxy_answers_like_s3_to_a_caller_that_may_not_list(
     s3: S3Bucket,  # noqa: F811
     no_list: NoListProxy,
@@ -147,7 +137,7 @@ def test_an_unversioned_store_is_served_and_versions_json_looked_for_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     publish(qa_index, s3.url, client=s3.client)
-    client = TestClient(create_app(_settings(s3.url, tmp_path)))
+    client = TestClient(create_app(settings_for(s3.url, tmp_path)))
     with caplog.at_level(logging.INFO, logger="anchored.query"):
         for question in ("How do I install it?", "What is the default port?", "Install"):
             response = client.get("/v1/search", params={"q": question})
@@ -170,7 +160,7 @@ def test_nothing_published_says_so_when_s3_answers_403(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    client = TestClient(create_app(_settings(s3.url, tmp_path)))
+    client = TestClient(create_app(settings_for(s3.url, tmp_path)))
     with caplog.at_level(logging.INFO):
         response = client.get("/v1/search", params={"q": "install"})
     assert response.status_code == 503, response.text
