@@ -86,14 +86,15 @@ def probe(location: str, *, client: S3Client | None = None) -> tuple[CatalogSour
             503, "index_unavailable", "the index is unavailable: its versions catalog is damaged"
         ) from exc
     except Exception as exc:  # botocore: unreachable, denied
-        if error_code(exc) in DENIED_CODES:
+        code = error_code(exc)
+        if code in DENIED_CODES:
             # A function that may not list the bucket gets 403, not 404, for a missing
             # versions.json: an unversioned store. Probing again would cost every request a GET.
             log.info(
                 "no versions catalog at %s (S3 answered %s: it has none, or the function may "
                 "not read it); serving it as an unversioned index",
                 location,
-                error_code(exc),
+                code,
             )
             return None
         log.warning("cannot read the versions catalog of %s: %s", location, exc)
