@@ -30,7 +30,11 @@ equally; the threshold is the lowest at which at most
 get an answer. Printed: the coefficients and threshold to put into
 ``evidence.py``, and per group the share answered with them; with
 ``--leave-one-out``, per corpus the shares answered by a model fitted on the
-other corpora only (does the fit transfer to a site it never saw?).
+other corpora only (does the fit transfer to a site it never saw?); with
+``--curve``, for the shipped model (``evidence.COEFFICIENTS``) and the one just
+fitted, how well the probability ranks the realdocs sites' answerable questions
+above their near misses (ROC AUC) and the shares answered and refused at a range
+of thresholds, per split: what any threshold can reach with this evidence.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.evidence import FEATURES
+from anchored_query.evidence import COEFFICIENTS, FEATURES
 from anchored_query.extractive import answer_extractively
 from anchored_query.retrieval import Retriever
 from bench_extractive import (
@@ -195,6 +199,33 @@ def leave_one_out(fit: list[Sample], max_false_answer_rate: float) -> list[str]:
     return lines
 
 
+def curve(samples: list[Sample], beta: np.ndarray, label: str) -> list[str]:
+    """ROC AUC and answered/refused shares by threshold, on the realdocs own questions."""
+    lines = [f"\n{label}:\n", "| split | AUC | " + " | ".join(f"{t:.1f}" for t in _CURVE) + " |"]
+    lines.append("|---|---|" + "---|" * len(_CURVE))
+    for split, fit in (("dev", True), ("test", False)):
+        own = [
+            s
+            for s in samples
+            if s.corpus.startswith("realdocs:") and s.family != "swapped" and s.fit == fit
+        ]
+        yes = probability(beta, np.array([s.x for s in own if s.family == "answerable"]))
+        no = probability(beta, np.array([s.x for s in own if s.family == "unanswerable"]))
+        if not len(yes) or not len(no):
+            continue
+        auc = float(
+            np.mean(yes[:, None] > no[None, :]) + 0.5 * np.mean(yes[:, None] == no[None, :])
+        )
+        cells = [f"{np.mean(yes >= t):.0%} / {np.mean(no < t):.0%}" for t in _CURVE]
+        lines.append(
+            f"| {split} ({len(yes)} / {len(no)}) | {auc:.3f} | " + " | ".join(cells) + " |"
+        )
+    return lines
+
+
+_CURVE = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
 def probability(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
     z = beta[0] + x @ beta[1:]
     out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
@@ -214,6 +245,7 @@ def main() -> None:
     p.add_argument(
         "--leave-one-out", action="store_true", help="also fit without each corpus in turn"
     )
+    p.add_argument("--curve", action="store_true", help="AUC and answered / refused by threshold")
     args = p.parse_args()
 
     if args.load:
@@ -244,6 +276,11 @@ def main() -> None:
     if args.leave_one_out:
         print("\nEach corpus left out of the fit:\n")
         print("\n".join(leave_one_out(fit, args.max_false_answer_rate)))
+    if args.curve:
+        shipped = np.array(COEFFICIENTS[args.model or "all-MiniLM-L6-v2"])
+        print("\nAnswerable answered / unanswerable refused (realdocs sites) by threshold:")
+        print("\n".join(curve(samples, shipped, "the shipped model (evidence.py)")))
+        print("\n".join(curve(samples, beta, "the model fitted now")))
 
 
 if __name__ == "__main__":

@@ -28,11 +28,9 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "bm25": ("bench_bm25.py", []),
     "embed": ("bench_embed.py", ["--texts", "512"]),
     "retrieval": ("bench_retrieval.py", ["--work", f"{WORK}/scifact"]),
-    "calibrate": (
-        "calibrate_abstention.py",
-        ["--scifact-index", f"{WORK}/scifact/.anchored/index"],
-    ),
+    "calibrate": ("calibrate_abstention.py", ["--work", f"{WORK}/extractive", "--curve"]),
     "extractive": ("bench_extractive.py", ["--work", f"{WORK}/extractive"]),
+    "rerank": ("bench_rerank.py", ["--work", f"{WORK}/extractive", "--split", "test"]),
     "latency": ("bench_latency.py", ["--source", f"{WORK}/scifact/.anchored/index"]),
     "build": ("bench_build.py", []),
     "cold-start": ("bench_cold_start.py", []),
