@@ -50,6 +50,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     label = "extractive (quoted from the docs)" if result["mode"] == "extractive" else "LLM"
     if result.get("reason"):  # the LLM answer was replaced by the extractive one: say why
         print(f"Note: {result['reason']} ({result.get('fallback', '')}).\n")
+    if result.get("tentative"):  # the evidence falls short of a sure answer
+        from anchored_query.extractive_answer import TENTATIVE
+
+        print(f"Note: {TENTATIVE}\n")
     if result["abstained"]:
         print("The docs don't seem to cover this. Sections that come closest:")
     else:

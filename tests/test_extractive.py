@@ -14,8 +14,13 @@ from typing import Any
 
 import pytest
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.evidence import gather_evidence
-from anchored_query.extractive import Quote, _without_repeats, answer_extractively
+from anchored_query.evidence import SURE, gather_evidence
+from anchored_query.extractive import (
+    ExtractiveResult,
+    Quote,
+    _without_repeats,
+    answer_extractively,
+)
 from anchored_query.prompt import estimate_tokens
 from anchored_query.quote import guess_language, render, section_units
 from anchored_query.retrieval import Retriever
@@ -210,6 +215,34 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
     assert payload["abstained"]
     assert payload["answer"] == []
     assert payload["citations"], "a refusal still lists the closest sections"
+
+
+def test_an_answer_under_the_sure_probability_is_tentative(retriever: Retriever) -> None:
+    def result(question: str) -> ExtractiveResult:
+        hits = retriever.rank([question])
+        passages = retriever.passages(
+            hits,
+            token_budget=4000,
+            max_passages=EXTRACTIVE_PASSAGES,
+            estimate_tokens=estimate_tokens,
+        )
+        return answer_extractively(
+            question,
+            passages,
+            index=retriever.index,
+            embedder=retriever.embedder,
+            model=retriever.index.manifest["model"]["name"],
+            question_vector=hits.query_vector,
+            similarity=hits.best_similarity,
+            min_confidence=0.0,  # answer whatever the evidence, to see the label
+        )
+
+    sure = SURE[retriever.index.manifest["model"]["name"]]
+    weak = result("What is the best recipe for sourdough bread with rye flour?")
+    strong = result("What is the default of dev_addr when running mkdocs serve?")
+    assert not weak.abstained and weak.confidence < sure and weak.tentative
+    assert not strong.abstained and strong.confidence >= sure and not strong.tentative
+    assert ask(retriever, "What is the default of dev_addr?")["tentative"] is False
 
 
 def test_unknown_terms_are_counted_in_the_asking_sentence_only(unknown: Unknown) -> None:

@@ -321,3 +321,23 @@ def test_lambda_artifact_answers_mcp(
     result = replies[1]["result"]
     assert not result.get("isError"), result
     assert result["structuredContent"]["results"][0]["ref"] == "guide/configuration/#port"
+
+
+def test_a_tentative_answer_says_it_is_the_closest_passage() -> None:
+    from anchored_query.extractive_answer import TENTATIVE
+    from anchored_query.mcp_tools import _answer
+
+    result = {
+        "mode": "extractive",
+        "abstained": False,
+        "answer": [
+            {"text": "Cookies set on the client are sent with every request.", "citations": [1]}
+        ],
+        "citations": [{"n": 1, "url": "advanced/clients/#cookies", "title": "Clients"}],
+    }
+    sure_text, sure = _answer(result, "https://docs.example.com/")
+    text, data = _answer({**result, "tentative": True}, "https://docs.example.com/")
+    assert "tentative" not in sure and TENTATIVE not in sure_text
+    assert data["tentative"] is True
+    assert text.startswith(f"Note: {TENTATIVE}\n")
+    assert "Cookies set on the client" in text

@@ -52,6 +52,7 @@ from build_index.tokenizer import STOPWORDS, tokenize
 
 __all__ = [
     "COEFFICIENTS",
+    "SURE",
     "THRESHOLDS",
     "WITH_PRIOR",
     "Evidence",
@@ -78,6 +79,12 @@ THRESHOLDS: dict[str, float] = {
     "multilingual-e5-small": 0.4053,
     "": 0.5,
 }
+# Over the threshold but under this, the answer is the passage closest to the
+# question rather than one that surely answers it, and says so ("tentative"):
+# the lowest probability at which at most 10% of the realdocs sites' near misses
+# in development get an answer (calibrate_abstention.py --curve prints it). A model
+# without an entry never labels its answers so.
+SURE: dict[str, float] = {"all-MiniLM-L6-v2": 0.9193}
 # Models whose question terms are weighed by the word prior (word_prior.py), in
 # what the extractive answerer quotes, in the refusal evidence (their
 # coefficients above were fitted so) and in the LLM answer's checks.

@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from anchored_query import crosslingual
 from anchored_query.evidence import (
+    SURE,
     THRESHOLDS,
     WITH_PRIOR,
     Evidence,
@@ -146,7 +147,9 @@ class ExtractiveResult:
     ``quotes`` is empty when ``abstained``; ``confidence`` is the probability
     that the docs answer (:func:`anchored_query.evidence.probability_answerable`);
     ``covered`` lists the numbers of the passages closest to the question,
-    for a refusal to show; ``evidence`` holds the signals it was made of.
+    for a refusal to show; ``evidence`` holds the signals it was made of;
+    ``tentative``: answered, but under the model's :data:`~anchored_query.evidence.SURE`
+    probability, so the quote is the closest passage, which may not answer exactly.
     """
 
     quotes: list[Quote]
@@ -155,6 +158,7 @@ class ExtractiveResult:
     confidence: float
     covered: list[int] = field(default_factory=list)
     evidence: Evidence | None = None
+    tentative: bool = False
 
 
 @dataclass
@@ -311,6 +315,7 @@ def answer_extractively(
         round(confidence, 4),
         covered,
         evidence,
+        tentative=confidence < SURE.get(calibrated, 0.0),
     )
 
 

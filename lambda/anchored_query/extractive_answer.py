@@ -18,6 +18,8 @@ from build_index.index_format import Index
 
 # The extractive answerer reads only the best passages; the LLM reads them all.
 EXTRACTIVE_PASSAGES = 12
+# What a tentative answer (the evidence falls short of a sure one) tells the reader.
+TENTATIVE = "the docs may not answer this exactly; this is the closest passage."
 
 
 def extractive_passages(retriever: Retriever, hits: Any) -> list[Passage]:
@@ -49,11 +51,12 @@ def answer_extractive(
     list line, table row or code block (a fenced block), each citing its
     passage, whose ``highlight`` is exactly the quoted text. It refuses when
     the retrieval evidence says the docs are silent, and then cites the
-    sections that come closest. ``mask``: the chunks in scope (the evidence is
-    gathered over them; retrieval's row mask). ``asked``: the question as the
-    reader wrote it when ``question`` is its English gloss. ``decided``: the
-    answerer's result for these very arguments, already computed (the language
-    decision's, languages.py).
+    sections that come closest; ``tentative`` says that the evidence falls
+    short of a sure answer (the quote is the closest passage). ``mask``: the
+    chunks in scope (the evidence is gathered over them; retrieval's row
+    mask). ``asked``: the question as the reader wrote it when ``question`` is
+    its English gloss. ``decided``: the answerer's result for these very
+    arguments, already computed (the language decision's, languages.py).
     """
     result = decided or answer_extractively(
         question,
@@ -85,4 +88,6 @@ def answer_extractive(
         "citations": covered(cited),
         "abstained": False,
         "mode": "extractive",
+        # The evidence is weaker than for a sure answer: the closest passage.
+        "tentative": result.tentative,
     }

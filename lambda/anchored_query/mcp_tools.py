@@ -45,6 +45,7 @@ from starlette.types import Receive, Scope, Send
 
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
+from anchored_query.extractive_answer import TENTATIVE
 from anchored_query.querylog import QuestionLog, ask_record
 from anchored_query.settings import Settings
 from anchored_query.validation import parse_ask, parse_search
@@ -301,9 +302,13 @@ def _answer(result: dict[str, Any], site: str) -> tuple[str, dict[str, Any]]:
     }
     if result.get("reason"):
         data["note"] = result["reason"]
+    if result.get("tentative"):
+        data["tentative"] = True
     lines: list[str] = []
     if data.get("note"):
         lines.append(f"Note: {data['note']}.")
+    if data.get("tentative"):
+        lines.append(f"Note: {TENTATIVE}")
     if data["abstained"]:
         lines.append("The docs do not seem to cover this. Closest sections:")
     else:

@@ -252,7 +252,10 @@ function renderReply(ctx, turn) {
   const r = turn.reply;
   const out = [];
   if (r.mode === 'extractive') {
-    out.push(el('p', { class: 'anchored-badge', title: 'Sentences taken word for word from the pages below', text: 'Quoted from the docs' }));
+    // A tentative quote: the evidence falls short of a sure answer (API `tentative`).
+    const closest = r.tentative && !r.abstained;
+    const title = closest ? 'The docs may not answer this exactly: this is the passage closest to your question, word for word' : 'Sentences taken word for word from the pages below';
+    out.push(el('p', { class: 'anchored-badge', title, text: closest ? 'Closest passage in the docs' : 'Quoted from the docs' }));
   }
   const langNote = languageNote(r); // the answer comes from pages in another language
   if (langNote) out.push(langNote);

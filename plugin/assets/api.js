@@ -220,6 +220,7 @@ export function readAnswer(data) {
     citations,
     abstained: data.abstained === true,
     mode: data.mode === 'extractive' ? 'extractive' : 'llm',
+    tentative: data.tentative === true, // extractive: the closest passage, not a sure answer
     passages_considered: Number.isInteger(data.passages_considered) ? data.passages_considered : 0,
     note: str(data.note), // multilingual docs: the answer comes from another language's pages
     other_language: data.other_language === true,

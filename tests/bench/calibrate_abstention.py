@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.evidence import COEFFICIENTS, FEATURES
+from anchored_query.evidence import COEFFICIENTS, FEATURES, THRESHOLDS
 from anchored_query.extractive import answer_extractively
 from anchored_query.retrieval import Retriever
 from bench_extractive import (
@@ -226,6 +226,38 @@ def curve(samples: list[Sample], beta: np.ndarray, label: str) -> list[str]:
 _CURVE = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+def sure_threshold(samples: list[Sample], beta: np.ndarray, rate: float) -> float:
+    """The lowest probability at which at most ``rate`` of the realdocs sites' near
+    misses in development get an answer (``evidence.SURE``: under it an answer is
+    labelled tentative)."""
+    near = [
+        s
+        for s in samples
+        if s.corpus.startswith("realdocs:") and s.family == "unanswerable" and s.fit
+    ]
+    values = sorted(probability(beta, np.array([s.x for s in near])).tolist(), reverse=True)
+    allowed = int(rate * len(values))
+    return values[allowed] + 1e-4 if len(values) > allowed else 0.0
+
+
+def tentative_shares(samples: list[Sample], beta: np.ndarray, low: float, sure: float) -> str:
+    """Per split: of the realdocs answers given (probability >= ``low``), the share
+    labelled tentative (under ``sure``), answerable questions and near misses apart."""
+    cells = []
+    for split, fit in (("dev", True), ("test", False)):
+        for family in ("answerable", "unanswerable"):
+            got = [
+                s
+                for s in samples
+                if s.corpus.startswith("realdocs:") and s.family == family and s.fit == fit
+            ]
+            p = probability(beta, np.array([s.x for s in got])) if got else np.zeros(0)
+            answered = p[p >= low]
+            share = f"{np.mean(answered < sure):.0%}" if len(answered) else "-"
+            cells.append(f"{split} {family}: {share} of {len(answered)}")
+    return "; ".join(cells)
+
+
 def probability(beta: np.ndarray, x: np.ndarray) -> np.ndarray:
     z = beta[0] + x @ beta[1:]
     out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
@@ -281,6 +313,13 @@ def main() -> None:
         print("\nAnswerable answered / unanswerable refused (realdocs sites) by threshold:")
         print("\n".join(curve(samples, shipped, "the shipped model (evidence.py)")))
         print("\n".join(curve(samples, beta, "the model fitted now")))
+        name = args.model or "all-MiniLM-L6-v2"
+        sure = sure_threshold(samples, shipped, args.max_false_answer_rate)
+        print(f"\nsure threshold of the shipped model (evidence.SURE): {sure:.4f}")
+        print(
+            "answers labelled tentative: "
+            + tentative_shares(samples, shipped, THRESHOLDS[name], sure)
+        )
 
 
 if __name__ == "__main__":

@@ -185,7 +185,8 @@ test(`${MODE || 'e2e'}: an answer with renumbered chips; preview; the chip lands
   assert.deepEqual([...new Set(chips)], range(n), `chips in order of appearance: ${chips}`);
   assert.deepEqual(await turn.locator('.anchored-sentence').allTextContents(), reply.answer.map((s) => itemText(s.text)));
   const badge = turn.locator('.anchored-badge');
-  if (MODE === 'extractive') assert.match(await badge.textContent(), /Quoted from the docs/);
+  // A less sure quote (the API's tentative) is labelled as the closest passage.
+  if (MODE === 'extractive') assert.equal(await badge.textContent(), reply.tentative ? 'Closest passage in the docs' : 'Quoted from the docs');
   else assert.equal(await badge.count(), 0, 'no extractive label on an LLM answer');
   assert.equal(await turn.locator('.anchored-source').count(), n, 'one source per citation');
 

@@ -59,6 +59,7 @@ TRICKLE_GAP = 0.6
 ROUTES = [
     (("xss", "<script", "<img"), "xss"),
     (("weather", "abstain"), "abstain"),
+    (("closest",), "closest"),  # before "quote": a tentative extractive answer
     (("extractive", "quote"), "extractive"),
     (("markdown",), "markdown"),  # before "down", which it contains
     (("down", "503"), "down"),

@@ -278,6 +278,17 @@ test('extractive answers are labelled as quotes', async () => {
   await page.context().close();
 });
 
+test('a tentative extractive answer is labelled as the closest passage', async () => {
+  const page = await newPage(browser);
+  await open(page, OTHER);
+  await ask(page, 'Where is the cache? closest');
+  const badge = page.locator('.anchored-turn').last().locator('.anchored-badge');
+  assert.equal(await badge.textContent(), 'Closest passage in the docs');
+  assert.match(await badge.getAttribute('title'), /may not answer this exactly/);
+  assert.equal(await page.locator('.anchored-turn').last().locator('.anchored-answer').count(), 1);
+  await page.context().close();
+});
+
 for (const [name, question, expected, prepare] of [
   ['503', 'Is the service down?', /unavailable right now/, null],
   ['429', 'busy: how do I configure it?', /Too many questions.*20 s/, null],
