@@ -217,29 +217,28 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
     assert payload["citations"], "a refusal still lists the closest sections"
 
 
-def test_an_answer_under_the_sure_probability_is_tentative(retriever: Retriever) -> None:
-    def result(question: str) -> ExtractiveResult:
-        hits = retriever.rank([question])
-        passages = retriever.passages(
-            hits,
-            token_budget=4000,
-            max_passages=EXTRACTIVE_PASSAGES,
-            estimate_tokens=estimate_tokens,
-        )
-        return answer_extractively(
-            question,
-            passages,
-            index=retriever.index,
-            embedder=retriever.embedder,
-            model=retriever.index.manifest["model"]["name"],
-            question_vector=hits.query_vector,
-            similarity=hits.best_similarity,
-            min_confidence=0.0,  # answer whatever the evidence, to see the label
-        )
+def quoted(retriever: Retriever, question: str) -> ExtractiveResult:
+    """The answerer's result for ``question``, never refused (what it would quote)."""
+    hits = retriever.rank([question])
+    passages = retriever.passages(
+        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
+    )
+    return answer_extractively(
+        question,
+        passages,
+        index=retriever.index,
+        embedder=retriever.embedder,
+        model=retriever.index.manifest["model"]["name"],
+        question_vector=hits.query_vector,
+        similarity=hits.best_similarity,
+        min_confidence=0.0,
+    )
 
+
+def test_an_answer_under_the_sure_probability_is_tentative(retriever: Retriever) -> None:
     sure = SURE[retriever.index.manifest["model"]["name"]]
-    weak = result("What is the best recipe for sourdough bread with rye flour?")
-    strong = result("What is the default of dev_addr when running mkdocs serve?")
+    weak = quoted(retriever, "What is the best recipe for sourdough bread with rye flour?")
+    strong = quoted(retriever, "What is the default of dev_addr when running mkdocs serve?")
     assert not weak.abstained and weak.confidence < sure and weak.tentative
     assert not strong.abstained and strong.confidence >= sure and not strong.tentative
     assert ask(retriever, "What is the default of dev_addr?")["tentative"] is False
@@ -482,21 +481,8 @@ def test_a_lead_in_before_content_tabs_brings_each_tabs_code(
     small = Retriever(read_index(tmp_path / "index"), retriever.embedder)
     section = small.index.sections["search/#lang"]["text"]
     assert "Set language\nAdd further languages\nplugins:" in section  # labels, then panels
-    question = "How do I set the search language, and can I use more than one?"
-    hits = small.rank([question])
-    passages = small.passages(
-        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
-    )
-    result = answer_extractively(  # a one-page site: what is quoted, whatever the refusal says
-        question,
-        passages,
-        index=small.index,
-        embedder=small.embedder,
-        model=small.index.manifest["model"]["name"],
-        question_vector=hits.query_vector,
-        similarity=hits.best_similarity,
-        min_confidence=0.0,
-    )
+    # A one-page site: what is quoted, whatever the refusal says.
+    result = quoted(small, "How do I set the search language, and can I use more than one?")
     texts = [item for quote in result.quotes for item in quote.items]
     code = [t for t in texts if t.startswith("```yaml")]
     assert len(code) == 2, texts  # one block per tab, after the lead-in and the labels

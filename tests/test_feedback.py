@@ -18,6 +18,7 @@ import pytest
 from anchored_query.app import create_app
 from anchored_query.engine import Engine
 from anchored_query.settings import Settings
+from appsettings import settings_for
 from s3server import S3Bucket, moto_s3, s3
 from starlette.testclient import TestClient
 
@@ -108,22 +109,10 @@ def test_feedback_with_the_default_location_survives_new_builds_and_cold_starts(
 # ---------------------------------------------------------------- item 7: ids, size, writes
 
 
-def local_settings(index: Path, tmp_path: Path, **overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "index": str(index),
-        "cache_dir": str(tmp_path / "cache"),
-        "feedback": str(tmp_path / "feedback"),
-        "refresh_s": 0,
-        "rate_limit_per_min": 0,
-    }
-    values.update(overrides)
-    return Settings(**values)
-
-
 def test_feedback_is_accepted_only_for_answer_ids_the_function_issued(
     qa_index: Path, tmp_path: Path
 ) -> None:
-    settings = local_settings(qa_index, tmp_path, answer_id_secret="s" * 32)
+    settings = settings_for(qa_index, tmp_path, answer_id_secret="s" * 32)
     with TestClient(create_app(settings)) as c:
         issued = answer_id(c)
         forged = [
@@ -143,7 +132,7 @@ def test_feedback_is_accepted_only_for_answer_ids_the_function_issued(
     # Another instance with the same secret accepts the id; one with another does not.
     with TestClient(create_app(settings)) as c:
         assert c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"}).status_code == 200
-    other = local_settings(qa_index, tmp_path, answer_id_secret="t" * 32)
+    other = settings_for(qa_index, tmp_path, answer_id_secret="t" * 32)
     with TestClient(create_app(other)) as c:
         r = c.post("/v1/feedback", json={"answer_id": issued, "rating": "up"})
         assert r.status_code == 400
@@ -158,7 +147,7 @@ def uuid_hex() -> str:
 def test_a_feedback_record_is_bounded_in_bytes(qa_index: Path, tmp_path: Path) -> None:
     from anchored_query.feedback import MAX_RECORD_BYTES
 
-    with TestClient(create_app(local_settings(qa_index, tmp_path))) as c:
+    with TestClient(create_app(settings_for(qa_index, tmp_path))) as c:
         issued = answer_id(c)
         # 2,000 four-byte characters: within the character limit, 8 kB as UTF-8.
         big = {"answer_id": issued, "rating": "down", "reason": "😀" * 200, "comment": "😀" * 2000}
@@ -174,7 +163,7 @@ def test_the_local_feedback_folder_is_capped(qa_index: Path, tmp_path: Path) -> 
     from anchored_query.feedback import LocalFeedbackStore
 
     store = LocalFeedbackStore(tmp_path / "feedback", max_records=5, max_bytes=1 << 20)
-    settings = local_settings(qa_index, tmp_path)
+    settings = settings_for(qa_index, tmp_path)
     with TestClient(create_app(settings, feedback=store), raise_server_exceptions=False) as c:
         issued = answer_id(c)
         statuses = [
@@ -219,7 +208,7 @@ def test_a_full_disk_is_a_503_and_leaves_no_partial_file(
     qa_index: Path, tmp_path: Path, tiny_disk: Path
 ) -> None:
     folder = tiny_disk / "feedback"
-    settings = local_settings(qa_index, tmp_path, feedback=str(folder))
+    settings = settings_for(qa_index, tmp_path, feedback=str(folder))
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         issued = answer_id(c)
         body = {"answer_id": issued, "rating": "down", "comment": "x" * 1000}

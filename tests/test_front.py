@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import appsettings
 import httpx
 import pytest
 from anchored_query.app import create_app
@@ -17,15 +18,8 @@ EDGE = "130.176.1.10"  # a CloudFront server: the peer the function sees
 
 
 def settings_for(index: Path, tmp_path: Path, **extra: Any) -> Settings:
-    values: dict[str, Any] = {
-        "index": str(index),
-        "cache_dir": str(tmp_path / "cache"),
-        "feedback": str(tmp_path / "feedback"),
-        "refresh_s": 0,
-        "rate_limit_per_min": 3,
-    }
-    values.update(extra)
-    return Settings(**values)
+    """The app under test, with a rate limit of 3 a minute unless ``extra`` says otherwise."""
+    return appsettings.settings_for(index, tmp_path, **{"rate_limit_per_min": 3, **extra})
 
 
 def statuses(app: Any, requests: list[dict[str, str]]) -> list[int]:

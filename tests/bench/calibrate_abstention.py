@@ -204,13 +204,8 @@ def curve(samples: list[Sample], beta: np.ndarray, label: str) -> list[str]:
     lines = [f"\n{label}:\n", "| split | AUC | " + " | ".join(f"{t:.1f}" for t in _CURVE) + " |"]
     lines.append("|---|---|" + "---|" * len(_CURVE))
     for split, fit in (("dev", True), ("test", False)):
-        own = [
-            s
-            for s in samples
-            if s.corpus.startswith("realdocs:") and s.family != "swapped" and s.fit == fit
-        ]
-        yes = probability(beta, np.array([s.x for s in own if s.family == "answerable"]))
-        no = probability(beta, np.array([s.x for s in own if s.family == "unanswerable"]))
+        yes = _probabilities(beta, _realdocs(samples, "answerable", fit))
+        no = _probabilities(beta, _realdocs(samples, "unanswerable", fit))
         if not len(yes) or not len(no):
             continue
         auc = float(
@@ -226,16 +221,25 @@ def curve(samples: list[Sample], beta: np.ndarray, label: str) -> list[str]:
 _CURVE = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+def _realdocs(samples: list[Sample], family: str, fit: bool) -> list[Sample]:
+    """The realdocs sites' own questions of ``family`` in the fitting (dev) or test split."""
+    return [
+        s
+        for s in samples
+        if s.corpus.startswith("realdocs:") and s.family == family and s.fit == fit
+    ]
+
+
+def _probabilities(beta: np.ndarray, samples: list[Sample]) -> np.ndarray:
+    return probability(beta, np.array([s.x for s in samples])) if samples else np.zeros(0)
+
+
 def sure_threshold(samples: list[Sample], beta: np.ndarray, rate: float) -> float:
     """The lowest probability at which at most ``rate`` of the realdocs sites' near
     misses in development get an answer (``evidence.SURE``: under it an answer is
     labelled tentative)."""
-    near = [
-        s
-        for s in samples
-        if s.corpus.startswith("realdocs:") and s.family == "unanswerable" and s.fit
-    ]
-    values = sorted(probability(beta, np.array([s.x for s in near])).tolist(), reverse=True)
+    near = _realdocs(samples, "unanswerable", True)
+    values = sorted(_probabilities(beta, near).tolist(), reverse=True)
     allowed = int(rate * len(values))
     return values[allowed] + 1e-4 if len(values) > allowed else 0.0
 
@@ -246,12 +250,7 @@ def tentative_shares(samples: list[Sample], beta: np.ndarray, low: float, sure: 
     cells = []
     for split, fit in (("dev", True), ("test", False)):
         for family in ("answerable", "unanswerable"):
-            got = [
-                s
-                for s in samples
-                if s.corpus.startswith("realdocs:") and s.family == family and s.fit == fit
-            ]
-            p = probability(beta, np.array([s.x for s in got])) if got else np.zeros(0)
+            p = _probabilities(beta, _realdocs(samples, family, fit))
             answered = p[p >= low]
             share = f"{np.mean(answered < sure):.0%}" if len(answered) else "-"
             cells.append(f"{split} {family}: {share} of {len(answered)}")
