@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,8 +18,8 @@ import pytest
 from anchored_query.build_cache import CACHE_MARKER
 from anchored_query.index_store import IndexSource, IndexStoreError
 from anchored_query.local_source import LocalIndexSource
-from anchored_query.s3_source import S3IndexSource, with_retries
-from botocore.exceptions import ClientError, EndpointConnectionError
+from anchored_query.s3_source import S3IndexSource, request_client, with_retries
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from s3server import MotoS3, S3Bucket, moto_s3, s3, write_fake_index
 
 from build_index.errors import IndexFormatError
@@ -245,6 +246,35 @@ def test_with_retries_retries_only_transient_failures() -> None:
     with pytest.raises(ClientError):
         with_retries(denied, sleep=delays.append)
     assert len(attempts) == 1
+
+
+def test_with_retries_starts_no_retry_past_its_deadline() -> None:
+    delays: list[float] = []
+    attempts: list[int] = []
+
+    def stalled() -> None:
+        attempts.append(1)
+        raise ReadTimeoutError(endpoint_url="http://127.0.0.1:9")
+
+    # The first retry would sleep at least 0.1 s (0.2 s jittered down to half): too late.
+    with pytest.raises(ReadTimeoutError):
+        with_retries(stalled, sleep=delays.append, deadline=time.monotonic() + 0.05)
+    assert len(attempts) == 1 and not delays
+    attempts.clear()
+    with pytest.raises(ReadTimeoutError):
+        with_retries(stalled, sleep=delays.append, deadline=time.monotonic() + 60)
+    assert len(attempts) == 3 and len(delays) == 2
+
+
+def test_a_request_waits_for_s3_no_longer_than_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request path's client: a connect within a quarter of the limit, a read within
+    half of it, one attempt (with_retries retries, within the limit); boto3's default 60 s
+    reads and 4 attempts outlasted Lambda's 30 s Timeout."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    for limit, connect, read in ((18.0, 4.5, 9.0), (1.0, 0.25, 0.5), (400.0, 5.0, 60.0)):
+        config = request_client("http://127.0.0.1:9", limit).meta.config
+        assert (config.connect_timeout, config.read_timeout) == (connect, read)
+        assert config.retries["total_max_attempts"] == 1
 
 
 def test_a_local_directory_is_read_through_a_verified_private_snapshot(tmp_path: Path) -> None:

@@ -61,6 +61,14 @@ log = logging.getLogger("anchored.query")
 # After a failed first load, requests fail fast for this long (doubling to the max).
 COLD_RETRY_BASE_S = 1.0
 COLD_RETRY_MAX_S = 16.0
+# A cold load may take the request's deadline less the extractive answer's reserve,
+# but never less than this (ANCHORED_DEADLINE_S may be as short as 2 s).
+MIN_LOAD_S = 1.0
+
+
+def load_time_left(deadline: Deadline) -> float:
+    """What a cold load (catalog probe, download) may still take of ``deadline``."""
+    return max(MIN_LOAD_S, deadline.left() - EXTRACTIVE_RESERVE_S)
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,10 @@ class Engine:
     def __init__(self, settings: Settings, llm: LLMClient | None = None) -> None:
         self.settings = settings
         self.source = IndexSource.from_location(
-            settings.index, cache_dir=Path(settings.cache_dir), refresh_s=settings.refresh_s
+            settings.index,
+            cache_dir=Path(settings.cache_dir),
+            refresh_s=settings.refresh_s,
+            time_limit_s=max(MIN_LOAD_S, settings.deadline_s - EXTRACTIVE_RESERVE_S),
         )
         self.llm = llm if llm is not None else make_client_from(settings)
         self._loaded: Loaded | None = None
@@ -100,17 +111,21 @@ class Engine:
 
     # -- index lifecycle -------------------------------------------------
 
-    def current(self, version: str | None = None) -> Loaded:
+    def current(self, version: str | None = None, deadline: Deadline | None = None) -> Loaded:
         """The loaded build (of ``version`` when the index is versioned; None: the default
-        version), loading it on first use; 503 when there is none."""
-        router = self.versions()
+        version), loading it on first use; 503 when there is none.
+
+        A cold load ends within ``deadline`` (by default ``deadline_s`` from now) less
+        the extractive answer's reserve: a slower store is a 503 with Retry-After."""
+        deadline = deadline if deadline is not None else Deadline(self.settings.deadline_s)
+        router = self.versions(deadline)
         if router is not None:
-            return router.current(version)
+            return router.current(version, deadline)
         loaded = self._loaded
         if loaded is None:
             with self._lock:
                 if self._loaded is None:
-                    self._loaded = self._cold_load()
+                    self._loaded = self._cold_load(deadline)
                 loaded = self._loaded
         else:
             self._refresher.maybe_start()
@@ -119,15 +134,16 @@ class Engine:
         assert loaded is not None
         return self._loaded or loaded
 
-    def versions(self) -> VersionRouter | None:
+    def versions(self, deadline: Deadline | None = None) -> VersionRouter | None:
         """The version router when the index location has a versions catalog, else None
-        (looked for once, at the first request)."""
+        (looked for once, at the first request, within ``deadline``)."""
         if not self._versions_probed:
             with self._lock:
                 # While a failed cold start backs off, the load answers 503 at once.
                 if not self._versions_probed and time.monotonic() >= self._retry_at:
+                    deadline = deadline or Deadline(self.settings.deadline_s)
                     try:
-                        found = probe(self.settings.index)
+                        found = probe(self.settings.index, timeout_s=load_time_left(deadline))
                     except CatalogUnreadable:
                         return None  # store unreachable: the load says so, and backs off
                     if found is not None:
@@ -138,13 +154,15 @@ class Engine:
                     self._versions_probed = True
         return self._versions
 
-    def _cold_load(self) -> Loaded:
+    def _cold_load(self, deadline: Deadline) -> Loaded:
         """The first load, backing off after failures (call with the lock held).
 
         While the store is down every request would otherwise wait through its
         own round of retries, one after the other on the lock; instead, for
         ``COLD_RETRY_BASE_S`` doubling up to ``COLD_RETRY_MAX_S`` after each
-        failure, requests get the same 503 at once with ``Retry-After``.
+        failure, requests get the same 503 at once with ``Retry-After``. The
+        download waits at most what ``deadline`` leaves (:func:`load_time_left`);
+        one still running then goes on, and the next load takes it over.
         """
         wait = self._retry_at - time.monotonic()
         if wait > 0:
@@ -155,17 +173,22 @@ class Engine:
                 headers={"Retry-After": str(max(1, math.ceil(wait)))},
             )
         try:
-            loaded = self._load(self.source.fetch)
+            loaded = self._load(lambda: self.source.fetch_within(load_time_left(deadline)))
         except QueryError as exc:
-            self._failures += 1
-            delay = min(COLD_RETRY_MAX_S, COLD_RETRY_BASE_S * 2 ** (self._failures - 1))
-            self._retry_at = time.monotonic() + delay
-            self._unavailable = exc.message
-            exc.headers["Retry-After"] = str(max(1, math.ceil(delay)))
+            self._back_off(exc)
             raise
         self._failures, self._retry_at = 0, 0.0
         self._refresher.postpone()
         return loaded
+
+    def _back_off(self, exc: QueryError) -> None:
+        """After a failed cold load or catalog probe: the same 503 at once until the wait
+        (doubling after each failure) is over, and ``Retry-After`` on ``exc``."""
+        self._failures += 1
+        delay = min(COLD_RETRY_MAX_S, COLD_RETRY_BASE_S * 2 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + delay
+        self._unavailable = exc.message
+        exc.headers["Retry-After"] = str(max(1, math.ceil(delay)))
 
     def _load(self, fetch: Any) -> Loaded:
         try:
@@ -275,10 +298,10 @@ class Engine:
         prepared = self.prepare(request)
         return self.finish(prepared, self.answer(prepared))
 
-    def check(self, request: AskRequest) -> Loaded:
+    def check(self, request: AskRequest, deadline: Deadline | None = None) -> Loaded:
         """The build that answers ``request``, once the request is checked against it and
         this engine (503, 400); the streaming route runs it before its stream starts."""
-        loaded = self.current(request.version)
+        loaded = self.current(request.version, deadline)
         check_scope(request.scope, loaded.index)
         if request.mode == "llm" and self.llm is None:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
@@ -288,7 +311,7 @@ class Engine:
         """Check the request against the loaded build and retrieve its passages (prepare.py)."""
         t0 = time.perf_counter()
         deadline = Deadline(self.settings.deadline_s)
-        loaded = self.check(request)
+        loaded = self.check(request, deadline)
         return retrieve(request, loaded, self.settings, self.llm, deadline, t0)
 
     def answer(self, prepared: Prepared) -> dict[str, Any]:

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 
 NOT_PUBLISHED = "no index is published yet"
 NO_SPACE = "the index does not fit in this instance's storage"
+SLOW = "the index store did not answer in time"
+# The longest a cold start's fetch waits for S3 unless told (the default
+# ANCHORED_DEADLINE_S, 20 s, less the 2 s kept for the extractive answer).
+DEFAULT_TIME_LIMIT_S = 18.0
 
 
 class IndexStoreError(AnchoredError):
@@ -69,8 +73,12 @@ class IndexSource(ABC):
         client: S3Client | None = None,
         endpoint_url: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     ) -> IndexSource:
-        """A source for a local path, a ``file://`` URL or ``s3://bucket/prefix``."""
+        """A source for a local path, a ``file://`` URL or ``s3://bucket/prefix``.
+
+        ``time_limit_s``: the longest a fetch from S3 waits (and what its client's
+        timeouts are sized to); a local folder is read without one."""
         from anchored_query.local_source import LocalIndexSource
         from anchored_query.s3_source import S3IndexSource
         from build_index.publish import S3Location
@@ -84,6 +92,7 @@ class IndexSource(ABC):
                 client=client,
                 endpoint_url=endpoint_url,
                 clock=clock,
+                time_limit_s=time_limit_s,
             )
         if text.startswith("file://"):
             text = text[len("file://") :]
@@ -98,6 +107,11 @@ class IndexSource(ABC):
     @abstractmethod
     def fetch(self) -> Path:
         """Make the live build available locally and return its directory."""
+
+    def fetch_within(self, timeout_s: float) -> Path:
+        """:meth:`fetch`, failing with IndexStoreError (``SLOW``) when it takes longer than
+        ``timeout_s``; a source that cannot be slow (a local folder) ignores the limit."""
+        return self.fetch()
 
     @abstractmethod
     def check_for_update(self) -> Path | None:

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anchored_query.errors import QueryError
+from anchored_query.index_store import DEFAULT_TIME_LIMIT_S
 from anchored_query.refresher import Refresher
+from anchored_query.s3_source import request_client
 from build_index.errors import IndexFormatError
-from build_index.publish import S3Client, S3Location, make_client
+from build_index.publish import S3Client, S3Location
 from build_index.s3_store import DENIED_CODES, error_code
 from build_index.versions import (
     VERSIONS,
@@ -38,6 +40,7 @@ from build_index.versions import (
 
 if TYPE_CHECKING:
     from anchored_query.engine import Engine, Loaded
+    from anchored_query.llm.calls import Deadline
     from anchored_query.settings import Settings
 
 log = logging.getLogger("anchored.query")
@@ -48,8 +51,15 @@ MAX_LISTED = 20  # names listed in an unknown_version error
 class CatalogSource:
     """Reads a store's ``versions.json`` (a local folder or ``s3://``), by ETag on S3."""
 
-    def __init__(self, location: str, *, client: S3Client | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        client: S3Client | None = None,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    ) -> None:
         self.location = location
+        self.time_limit_s = time_limit_s  # what the S3 client's timeouts are sized to
         self._client = client
         self._etag: str | None = None
         self._loc = S3Location.parse(location) if location.startswith("s3://") else None
@@ -61,7 +71,7 @@ class CatalogSource:
             path = self.location.removeprefix("file://")
             return read_catalog_local(Path(path)), True
         if self._client is None:
-            self._client = make_client()
+            self._client = request_client(None, self.time_limit_s)
         catalog, etag, modified = read_catalog_s3(self._client, self._loc, self._etag)
         self._etag = etag
         return catalog, modified
@@ -71,13 +81,17 @@ class CatalogUnreadable(Exception):
     """The store did not answer whether it has a catalog (unreachable, denied)."""
 
 
-def probe(location: str, *, client: S3Client | None = None) -> tuple[CatalogSource, Catalog] | None:
+def probe(
+    location: str, *, client: S3Client | None = None, timeout_s: float = DEFAULT_TIME_LIMIT_S
+) -> tuple[CatalogSource, Catalog] | None:
     """The catalog source and catalog when ``location`` is versioned, else None.
 
-    A damaged catalog is a 503; a store that cannot be read raises CatalogUnreadable
-    (the engine then loads as usual, which reports the outage and backs off).
+    A damaged catalog is a 503 (the engine backs off before probing again, as after a
+    failed load); a store that cannot be read, or not within about half of
+    ``timeout_s``, raises CatalogUnreadable (the engine then loads as usual, which
+    reports the outage and backs off).
     """
-    source = CatalogSource(location, client=client)
+    source = CatalogSource(location, client=client, time_limit_s=timeout_s)
     try:
         catalog, _ = source.read()
     except IndexFormatError as exc:
@@ -141,14 +155,15 @@ class VersionRouter:
             self._refresh, settings.refresh_s, "anchored-versions-refresh", lock=self._lock
         )
 
-    def current(self, name: str | None) -> Loaded:
-        """The loaded build of version ``name`` (None: the default), with ``version`` set."""
+    def current(self, name: str | None, deadline: Deadline | None = None) -> Loaded:
+        """The loaded build of version ``name`` (None: the default), with ``version`` set;
+        a cold load of it ends within ``deadline`` (Engine.current)."""
         self._refresher.maybe_start()
         catalog = self.catalog
         version = catalog.resolve(name)
         if version is None:
             raise unknown_version(name or "(default)", catalog)
-        loaded = self.engine(version).current()
+        loaded = self.engine(version).current(deadline=deadline)
         return replace(loaded, version=version)
 
     def engine(self, version: str) -> Engine:
