@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,11 @@ from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.settings import Settings
 from anchored_query.validation import AskRequest
+from appsettings import settings_for
 from mkdocs_anchored.cli import main as anchored
 from s3server import S3Bucket, moto_s3, s3
+from stallings3 import StallingS3
+from starlette.testclient import TestClient
 
 from build_index.errors import IndexFormatError, PublishError
 from build_index.publish import S3Location
@@ -274,6 +278,48 @@ def test_a_cold_start_prefetches_the_default_version(
     assert not (cache / "versions" / "1.0").exists()
     result = _engine(store, cache).ask(AskRequest(question=Q))
     assert result["version"] == "2.0" and result["build_id"] == build["build_id"]
+
+
+def test_a_damaged_catalog_is_read_again_only_after_a_back_off(
+    s3: S3Bucket, qa_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged versions.json is a 503 with Retry-After, and S3 is not asked for it again
+    until then (the cold start's back-off: 1 s, then 2 s...); fixed, it is picked up at the
+    first request after the wait. Before, every request read it again and got no Retry-After.
+    GETs are counted by a relay between the function and moto (tests/stallings3.py)."""
+    with StallingS3(s3.server.endpoint_url) as relay:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", relay.endpoint_url)
+        store = f"s3://{s3.name}/docs"
+        publish_version(qa_index, store, "1.0", client=s3.client)
+        key = "docs/versions.json"
+        good = s3.get(key)
+        s3.client.put_object(Bucket=s3.name, Key=key, Body=good[: len(good) // 2])
+        app = create_app(settings_for(store, tmp_path))
+        with TestClient(app, raise_server_exceptions=False) as client:
+            first = client.get("/v1/search", params={"q": "port"})
+            assert first.status_code == 503, first.text
+            assert "versions catalog is damaged" in first.json()["error"]["message"]
+            assert first.headers["retry-after"] == "1"
+            assert relay.count(key) == 1
+            for _ in range(5):  # within the wait: the same 503, no GET
+                again = client.get("/v1/search", params={"q": "port"})
+                assert again.status_code == 503 and again.json() == first.json()
+                assert "retry-after" in again.headers
+            assert relay.count(key) == 1
+
+            time.sleep(1.1)  # the wait is over: read once more, still damaged, waits 2 s
+            second = client.get("/v1/search", params={"q": "port"})
+            assert second.status_code == 503 and second.headers["retry-after"] == "2"
+            assert relay.count(key) == 2
+
+            s3.client.put_object(Bucket=s3.name, Key=key, Body=good)
+            assert client.get("/v1/search", params={"q": "port"}).status_code == 503
+            assert relay.count(key) == 2
+            time.sleep(2.1)
+            fixed = client.get("/v1/search", params={"q": "port"})
+            assert fixed.status_code == 200, fixed.text
+            assert fixed.json()["version"] == "1.0"
+            assert relay.count(key) >= 3
 
 
 def test_http_api_takes_a_version_and_lists_known_ones(mike_site: MikeSite, tmp_path: Path) -> None:

@@ -146,6 +146,9 @@ class Engine:
                         found = probe(self.settings.index, timeout_s=load_time_left(deadline))
                     except CatalogUnreadable:
                         return None  # store unreachable: the load says so, and backs off
+                    except QueryError as exc:  # a damaged catalog: read again after a while
+                        self._back_off(exc)
+                        raise
                     if found is not None:
                         source, catalog = found
                         self._versions = VersionRouter(
