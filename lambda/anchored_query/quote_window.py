@@ -8,9 +8,11 @@
    changelog's) is marked as a release note.
 2. **The window** (:func:`quote_window`): the best unit with the structure
    around it: a lead-in that ends with ":" brings the code block, rows or list
-   lines that follow (content tabs: their labels, then one block each), and
-   code brings the line that introduces it; a line opening with "it" or "this"
-   brings the line before; later units join while they add more relevance
+   lines that follow (content tabs: their labels, then one block each), also
+   when the quote takes it in as the line above a list line or label; code
+   brings the line that introduces it, and prose its code example (directly
+   after it or behind a short "For example:"); a line opening with "it" or
+   "this" brings the line before; later units join while they add more relevance
    than they cost (:data:`_UNIT_COST`), up to :data:`MAX_QUOTE_CHARS`; a short
    section (:data:`SHORT_SECTION`) is quoted whole; a table row is shown with
    its header's names; an option's section brings its ``default:`` line.
@@ -42,7 +44,10 @@ __all__ = [
 MAX_SECTIONS = 5  # sections read, best first by retrieval
 MAX_QUOTE_CHARS = 900  # a quote grows by neighbours only up to this size
 MAX_FOLLOWING = 6  # lines a lead-in brings
-SHORT_SECTION = 400  # characters: a section this short is quoted whole
+# Characters: a section this short is quoted whole (within MAX_QUOTE_CHARS, so nothing
+# of it, code or default, is left out). 400 before round 7; 800 was chosen on the dev sets.
+SHORT_SECTION = 800
+_TAB_LABEL_WORDS = 8  # a content tab's label is at most this many words, without a stop
 _UNIT_COST = 0.35  # a further unit joins the quote when it is worth this share of the best
 _VERSION_HEADING = re.compile(r"^(?:version|release|v)?\s*\d+(?:\.\d+)+\b", re.I)
 _DEFAULT_LINE = re.compile(r"^(?:\*\*)?(?:default|defaults to|默认值?)(?:\*\*)?\s*[:：=]", re.I)
@@ -149,6 +154,8 @@ def quote_window(section: Section, best: Unit, scores: dict[int, float], top: fl
     if best.kind == "prose" and _ANAPHORA.match(best.text) and i > 0:
         i -= units[i - 1].kind == "prose"  # "It defaults to 8000." needs what "it" is
     j = _following(units, j)
+    if i < best.index and units[i].lead_in:
+        j = max(j, _following(units, i))  # a lead-in in the quote brings what it leads to
     # The quote grows to the contiguous run with the most relevance to spare:
     # each unit adds its own relevance less _UNIT_COST of the best unit's, so a
     # weak line is crossed only to reach a good one, within MAX_QUOTE_CHARS.
@@ -167,6 +174,19 @@ def quote_window(section: Section, best: Unit, scores: dict[int, float], top: fl
     return sorted(window + defaults[:1], key=lambda u: u.index)
 
 
+def _tab_label(u: Unit) -> bool:
+    """A content tab's label ("View source of this page"): a short line without a stop."""
+    return (
+        u.kind == "prose"
+        and len(u.text.split()) <= _TAB_LABEL_WORDS
+        and not u.text.endswith(_STOPS)
+    )
+
+
+_SHORT_LEAD_IN = 60  # characters: "For example:", "Like so:", "As follows:"
+_STOPS = (".", "!", "?", ":", "。", "！", "？", "：")
+
+
 def _following(units: list[Unit], j: int) -> int:
     """The last unit a unit brings: a lead-in its block, prose its code example."""
     u = units[j]
@@ -177,7 +197,7 @@ def _following(units: list[Unit], j: int) -> int:
         # Content tabs: their labels ("Set language", "Add further languages") come
         # before their panels; the lead-in brings the labels and one block each.
         labels = 0
-        while k < len(units) and is_label(units[k]) and labels < MAX_FOLLOWING:
+        while k < len(units) and _tab_label(units[k]) and labels < MAX_FOLLOWING:
             k, labels = k + 1, labels + 1
         kind = units[k].kind if k < len(units) else ""
         if kind in ("code", "row"):
@@ -198,4 +218,10 @@ def _following(units: list[Unit], j: int) -> int:
     nxt = units[j + 1] if j + 1 < len(units) else None
     if u.kind == "prose" and nxt is not None and nxt.kind == "code" and nxt.text.count("\n") < 15:
         return j + 1
+    if u.kind == "prose" and nxt is not None and nxt.lead_in and len(nxt.text) <= _SHORT_LEAD_IN:
+        # Its example behind a short lead-in: "… use this request extension." /
+        # "For example:" / the code.
+        after = _following(units, j + 1)
+        if after > j + 1 and units[after].kind == "code":
+            return after
     return j
