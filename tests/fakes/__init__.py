@@ -13,6 +13,8 @@ Behaviours are consumed one per request, in order; when the queue is empty the
 server's ``default`` behaviour answers (``Reply("This is a fake answer.")``).
 A reply may be a callable of the :class:`RecordedRequest`, e.g. :func:`echo_prompt`,
 :func:`quote_passages`, :func:`obey_injection` or :func:`leak_system_prompt`.
+:class:`Stall` and :class:`Trickle` hold any reply back, whatever the provider's format
+(headers then nothing, N stream events then nothing, a byte a second).
 """
 
 from __future__ import annotations
@@ -175,6 +177,28 @@ class Partial:
 
 
 @dataclass(frozen=True)
+class Stall:
+    """Answer as ``then`` would (default: the server's default), but send only its status
+    line, its headers and its first ``events`` writes, then nothing until the client goes
+    away. A streamed reply writes one event at a time (the OpenAI fake's first is the role
+    chunk, Bedrock's ``messageStart``); a buffered one writes its body at once, so
+    ``events=0`` is "headers, then a body that never comes"."""
+
+    then: Behaviour | None = None
+    events: int = 0
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """Answer as ``then`` would, the headers at once and then the body one byte every
+    ``every_s`` seconds: each read gets a byte before a read timeout longer than
+    ``every_s`` fires, so only a limit on the whole call stops it."""
+
+    then: Behaviour | None = None
+    every_s: float = 1.0
+
+
+@dataclass(frozen=True)
 class StreamRate:
     """How fast a fake streams a reply: ``first_token_s`` before the first piece (the
     model reading the prompt), then ``tokens_per_s`` pieces a second (0: all at once).
@@ -185,7 +209,19 @@ class StreamRate:
     buffered: bool = False  # also wait that long before a reply sent whole (a model would)
 
 
-Behaviour = Reply | Sleep | Hang | Status | Malformed | Empty | Refuse | Disconnect | Partial
+Behaviour = (
+    Reply
+    | Sleep
+    | Hang
+    | Status
+    | Malformed
+    | Empty
+    | Refuse
+    | Disconnect
+    | Partial
+    | Stall
+    | Trickle
+)
 
 
 # ---------------------------------------------------------------- reply helpers
@@ -295,7 +331,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _handle(self) -> None:
         try:
             self.server.fake._serve(self)
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, _GoneAway):
             self.close_connection = True  # the client gave up (e.g. timed out)
 
     def send_body(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
@@ -444,6 +480,14 @@ class FakeServer(Running):
             with contextlib.suppress(OSError):
                 handler.connection.shutdown(socket.SHUT_RDWR)
             return
+        if isinstance(behaviour, Stall | Trickle):
+            output = handler.wfile
+            handler.wfile = _HeldBack(self, handler, request, behaviour)  # type: ignore[assignment]
+            try:
+                self.respond(handler, request, behaviour.then or self.default)
+            finally:
+                handler.wfile = output
+            return
         self.respond(handler, request, behaviour)
 
     def _wait(self, handler: _Handler, request: RecordedRequest, seconds: float) -> bool:
@@ -560,6 +604,52 @@ class ChunkedWriter:
             self.handler.wfile.flush()
 
 
+class _GoneAway(Exception):
+    """The client went away (or the server closed) while a reply was held back."""
+
+
+class _HeldBack:
+    """A handler's output that passes the headers (its first write) and then holds the
+    reply back: a :class:`Stall` passes ``events`` more writes and then waits until the
+    client goes away; a :class:`Trickle` passes the rest a byte every ``every_s``."""
+
+    def __init__(
+        self, fake: FakeServer, handler: _Handler, request: RecordedRequest, how: Stall | Trickle
+    ) -> None:
+        self.fake, self.handler, self.request, self.how = fake, handler, request, how
+        self.inner = handler.wfile
+        self.writes = 0
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        if isinstance(self.how, Trickle):
+            if self.writes == 1:  # the headers
+                self._send(data)
+                return len(data)
+            for i in range(len(data)):
+                if not self.fake._wait(self.handler, self.request, self.how.every_s):
+                    raise _GoneAway()
+                self._send(data[i : i + 1])
+        elif self.writes - 1 <= self.how.events:  # the headers, then ``events`` writes
+            self._send(data)
+        else:
+            self.fake._wait(self.handler, self.request, float("inf"))
+            raise _GoneAway()
+        return len(data)
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.inner.write(data)
+            self.inner.flush()
+        except OSError:
+            with self.fake._lock:
+                self.fake._disconnected.append(self.request)
+            raise _GoneAway() from None
+
+    def flush(self) -> None:
+        return
+
+
 def _peer_closed(conn: socket.socket) -> bool:
     """Whether the client closed (or reset) its end of ``conn``."""
     try:
@@ -607,8 +697,10 @@ __all__ = [
     "Refuse",
     "Reply",
     "Sleep",
+    "Stall",
     "Status",
     "StreamRate",
+    "Trickle",
     "echo_prompt",
     "leak_system_prompt",
     "obey_injection",
