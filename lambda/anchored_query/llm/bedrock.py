@@ -13,7 +13,6 @@ import contextlib
 import functools
 import os
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -51,6 +50,7 @@ from anchored_query.llm.base import (
     strip_reasoning,
     usage_int,
 )
+from anchored_query.llm.deadline import AttemptDeadline, socket_of
 
 # Error codes of the Converse API (and of AWS in general) by category.
 _CODE_CATEGORIES: dict[str, LLMErrorCategory] = {
@@ -155,6 +155,10 @@ class BedrockClient(Closing):
                 )
                 create = getattr(self._session, "client", None) or self._session.create_client
                 client = create("bedrock-runtime", endpoint_url=self.endpoint_url, config=config)
+                # botocore has no hook between a response's headers and its body, so its
+                # HTTP session is wrapped (the one botocore-private name used here).
+                endpoint = client._endpoint
+                endpoint.http_session = DeadlineSession(endpoint.http_session)
                 if len(self._clients) >= _MAX_CLIENTS:  # forget the oldest; GC closes it
                     del self._clients[next(iter(self._clients))]
                 self._clients[key] = client
@@ -179,10 +183,15 @@ class BedrockClient(Closing):
         temperature: float = 0.0,
         timeout_s: float | None = None,
     ) -> Completion:
-        """Send the chat through Converse and return the answer; raise LLMError on failure."""
+        """Send the chat through Converse and return the answer; raise LLMError on failure.
+        The call ends within ``timeout_s`` whatever the server does (:mod:`.deadline`)."""
         request = self._request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
-        with self._errors(per_attempt_s, "response is not the Converse format"):
+        with (
+            AttemptDeadline(per_attempt_s) as deadline,
+            self._errors(deadline, "response is not the Converse format"),
+            _held_to(deadline),
+        ):
             response = self._client(per_attempt_s).converse(**request)
         return self._text(response)
 
@@ -195,26 +204,23 @@ class BedrockClient(Closing):
         timeout_s: float | None = None,
     ) -> Iterator[StreamEvent]:
         """The reply as it is written (ConverseStream: botocore reads the AWS event-stream
-        framing), then its Completion. botocore bounds each read by the client's read
-        timeout (``timeout_s`` rounded down to a step) and the time is checked between
-        events, so a stream stops within about ``timeout_s`` plus one read."""
+        framing), then its Completion; all of it within ``timeout_s`` (:mod:`.deadline`:
+        the connection is shut down when the time is up, so a stream that stalls or
+        trickles ends then)."""
         request = self._request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
-        deadline = time.monotonic() + per_attempt_s
         parts: list[str] = []
         stop: Any = None
         usage: Any = None
         # An exception event mid-stream is a ClientError too (EventStreamError).
-        with self._errors(per_attempt_s, "response is not the event stream", reading=True):
-            events = self._client(per_attempt_s).converse_stream(**request)["stream"]
+        with (
+            AttemptDeadline(per_attempt_s) as deadline,
+            self._errors(deadline, "response is not the event stream", reading=True),
+        ):
+            with _held_to(deadline):
+                events = self._client(per_attempt_s).converse_stream(**request)["stream"]
             try:
                 for event in events:
-                    if time.monotonic() > deadline:
-                        raise LLMError(
-                            "timeout",
-                            f"reply not complete within {per_attempt_s:g}s",
-                            provider=self.name,
-                        )
                     delta = event.get("contentBlockDelta", {}).get("delta", {})
                     if isinstance(delta.get("text"), str) and delta["text"]:
                         parts.append(delta["text"])
@@ -223,10 +229,12 @@ class BedrockClient(Closing):
                     usage = event.get("metadata", {}).get("usage", usage)
             finally:
                 events.close()  # an abandoned stream closes the connection
-        if stop is None:
-            raise LLMError(
-                "connection", "the stream ended before the reply was complete", provider=self.name
-            )
+            if stop is None:
+                raise LLMError(
+                    "connection",
+                    "the stream ended before the reply was complete",
+                    provider=self.name,
+                )
         content = [{"text": "".join(parts)}] if parts else []
         yield self._text(
             {"output": {"message": {"content": content}}, "stopReason": stop, "usage": usage}
@@ -249,34 +257,49 @@ class BedrockClient(Closing):
 
     @contextlib.contextmanager
     def _errors(
-        self, per_attempt_s: float, malformed: str, reading: bool = False
+        self, deadline: AttemptDeadline, malformed: str, reading: bool = False
     ) -> Iterator[None]:
         """botocore's failures of one call as LLMError (``malformed``: what a response that
-        does not parse is not); ``reading``: urllib3's too, from reading a stream's body."""
+        does not parse is not); ``reading``: urllib3's too, from reading a stream's body.
+        Whatever the call fails with once ``deadline`` has shut its connection is a timeout."""
         try:
             yield
-        except ClientError as exc:
-            raise self._client_error(exc) from None
-        except (ReadTimeoutError, ConnectTimeoutError) as exc:
-            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
-        except (EndpointConnectionError, ConnectionClosedError, BotoConnectionError) as exc:
-            raise self._error("connection", str(exc), exc) from None
-        except HTTPClientError as exc:
-            raise self._error("connection", str(exc), exc) from None
-        except (NoCredentialsError, PartialCredentialsError, NoRegionError) as exc:
-            raise self._error("auth", str(exc), exc) from None
-        except ResponseParserError as exc:
-            raise self._error("malformed", malformed, exc) from None
-        except urllib3.exceptions.ReadTimeoutError as exc:
-            if not reading:
+        except Exception as exc:
+            if deadline.fired and not (isinstance(exc, LLMError) and exc.category == "timeout"):
+                detail = f"reply not complete within {deadline.seconds:g}s"
+                raise self._error("timeout", detail, exc) from None
+            if isinstance(exc, LLMError):
                 raise
-            raise self._error("timeout", f"no answer within {per_attempt_s:g}s", exc) from None
-        except urllib3.exceptions.HTTPError as exc:  # the connection dropped mid-stream
-            if not reading:
+            error = self._failure(exc, deadline.seconds, malformed, reading)
+            if error is None:
                 raise
-            raise self._error("connection", str(exc), exc) from None
-        except BotoCoreError as exc:
-            raise self._error("unexpected", str(exc), exc) from None
+            raise error from None
+
+    def _failure(
+        self, exc: Exception, per_attempt_s: float, malformed: str, reading: bool
+    ) -> LLMError | None:
+        """The LLMError a botocore (or, ``reading``, urllib3) failure stands for; None for
+        anything else."""
+        if isinstance(exc, ClientError):
+            return self._client_error(exc)
+        if isinstance(exc, ReadTimeoutError | ConnectTimeoutError):
+            return self._error("timeout", f"no answer within {per_attempt_s:g}s", exc)
+        if isinstance(
+            exc,
+            EndpointConnectionError | ConnectionClosedError | BotoConnectionError | HTTPClientError,
+        ):
+            return self._error("connection", str(exc), exc)
+        if isinstance(exc, NoCredentialsError | PartialCredentialsError | NoRegionError):
+            return self._error("auth", str(exc), exc)
+        if isinstance(exc, ResponseParserError):
+            return self._error("malformed", malformed, exc)
+        if reading and isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+            return self._error("timeout", f"no answer within {per_attempt_s:g}s", exc)
+        if reading and isinstance(exc, urllib3.exceptions.HTTPError):  # dropped mid-stream
+            return self._error("connection", str(exc), exc)
+        if isinstance(exc, BotoCoreError):
+            return self._error("unexpected", str(exc), exc)
+        return None
 
     def _error(self, category: LLMErrorCategory, detail: str, exc: Exception) -> LLMError:
         detail = redact(f"{type(exc).__name__}: {detail}", *self._secrets())
@@ -341,6 +364,72 @@ class BedrockClient(Closing):
             output_tokens=usage_int(usage.get("outputTokens")),
             finish_reason=_FINISH.get(stop, stop) if isinstance(stop, str) else None,
         )
+
+
+# The deadline of the call this thread is making (botocore sends in the caller's
+# thread), and how many requests it sent for it.
+_calling = threading.local()
+
+
+@contextlib.contextmanager
+def _held_to(deadline: AttemptDeadline) -> Iterator[None]:
+    """Hold the botocore requests this thread sends meanwhile to ``deadline``."""
+    outer = getattr(_calling, "deadline", None), getattr(_calling, "sent", 0)
+    _calling.deadline, _calling.sent = deadline, 0
+    try:
+        yield
+    finally:
+        _calling.deadline, _calling.sent = outer
+
+
+class DeadlineSession:
+    """botocore's HTTP session, its requests held to the calling thread's deadline
+    (:func:`_held_to`): each waits for the headers at most the time left, and the
+    connection is shut down when the deadline passes, the body's reading included
+    (botocore's own read timeout bounds each read, which a trickle never trips).
+    A retry of botocore's own is a new attempt, with ``timeout_s`` of its own."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def send(self, request: Any) -> Any:
+        """botocore's ``send``, with the body read (when not streamed) under the watchdog."""
+        deadline: AttemptDeadline | None = getattr(_calling, "deadline", None)
+        if deadline is None:
+            return self._inner.send(request)
+        if _calling.sent:  # a retry of botocore's own (max_retries): a new attempt
+            deadline.restart()
+        _calling.sent += 1
+        context = getattr(request, "context", None)
+        if isinstance(context, dict):  # botocore's per-request read timeout
+            context["read_timeout"] = deadline.wait_s()
+        streamed = request.stream_output
+        request.stream_output = True  # the body is read here, not in the session
+        try:
+            response = self._inner.send(request)
+        finally:
+            request.stream_output = streamed
+        deadline.guard(socket_of(response.raw))
+        if not streamed:
+            try:
+                response.content  # noqa: B018 - reads the body
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                if deadline.fired or isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+                    raise ReadTimeoutError(endpoint_url=request.url, error=exc) from None
+                raise ConnectionClosedError(
+                    error=exc, request=request, endpoint_url=request.url
+                ) from None
+            deadline.release()  # the body is in; the connection goes back to the pool
+            if deadline.fired:  # botocore does not enforce Content-Length: a body cut short
+                raise ReadTimeoutError(endpoint_url=request.url, error="deadline passed")
+        return response
+
+    def close(self) -> None:
+        """Close the wrapped session's connections."""
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def _timeout_step(timeout_s: float) -> float:

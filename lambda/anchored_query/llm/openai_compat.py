@@ -8,6 +8,7 @@ the llama.cpp server: ``POST {base_url}/chat/completions`` with ``model``,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -33,6 +34,7 @@ from anchored_query.llm.base import (
     strip_reasoning,
     usage_int,
 )
+from anchored_query.llm.deadline import AttemptDeadline, socket_of
 from anchored_query.llm.openai_stream import stream_chat
 
 logger = logging.getLogger(__name__)
@@ -57,11 +59,12 @@ class OpenAICompatClient(Closing):
     ``api_key`` may be empty (Ollama, llama.cpp): then no ``Authorization``
     header is sent. The key is never logged and never put in an error.
 
-    Each attempt is limited to ``timeout_s`` (connect, each read, and the whole
-    body); on a timeout, connection error, 5xx or 429 the request is tried
-    again up to ``max_retries`` times, waiting the server's ``Retry-After``
-    when it is at most ``max_retry_after_s`` (a longer one fails at once:
-    waiting would outlast the caller), else a short jittered back-off.
+    Each attempt ends within ``timeout_s`` whatever the server does (headers then
+    a stalled body, a trickle: :mod:`.deadline`); on a timeout, connection error,
+    5xx or 429 the request is tried again up to ``max_retries`` times, waiting
+    the server's ``Retry-After`` when it is at most ``max_retry_after_s`` (a
+    longer one fails at once: waiting would outlast the caller), else a short
+    jittered back-off.
     Worst case ≈ ``(max_retries + 1) * timeout_s`` plus the waits.
     """
 
@@ -157,28 +160,48 @@ class OpenAICompatClient(Closing):
         return LLMError(category, redact(detail, self._api_key), provider=self.name, status=status)
 
     def _attempt(self, body: dict[str, Any], timeout_s: float) -> Completion:
-        timeout = httpx.Timeout(timeout_s, connect=min(self.connect_timeout_s, timeout_s))
-        deadline = time.monotonic() + timeout_s
-        try:
-            with self._http.stream(
-                "POST", self.url, json=body, headers=self._headers, timeout=timeout
-            ) as response:
-                raw = self._read_body(response, deadline, timeout_s)
-                status, headers = response.status_code, response.headers
-        except httpx.TimeoutException as exc:
-            raise _RetryableFailure(
-                self._error("timeout", f"no answer within {timeout_s:g}s ({type(exc).__name__})")
-            ) from None
-        except httpx.DecodingError as exc:
-            raise self._error("malformed", f"undecodable body: {type(exc).__name__}") from None
-        except httpx.TransportError as exc:
-            raise _RetryableFailure(
-                self._error("connection", f"{type(exc).__name__}: {exc}")
-            ) from None
-
+        with AttemptDeadline(timeout_s) as deadline:
+            try:
+                with self._post(body, self._headers, deadline) as response:
+                    raw = self._read_body(response)
+                    status, headers = response.status_code, response.headers
+            except (httpx.TransportError, httpx.DecodingError) as exc:
+                failure = self._transport_failure(exc, deadline)
+                if failure.category == "malformed":
+                    raise failure from None
+                raise _RetryableFailure(failure) from None
         if 200 <= status < 300:
             return self._parse(raw, status)
         raise self._status_failure(status, headers, raw)
+
+    @contextlib.contextmanager
+    def _post(
+        self, body: dict[str, Any], headers: Mapping[str, str], deadline: AttemptDeadline
+    ) -> Iterator[httpx.Response]:
+        """POST ``body`` and hand on the response once its headers are in, all of it held
+        to ``deadline`` (:mod:`.deadline`): each wait bounded by the time left, and the
+        connection shut down when the deadline passes."""
+        request = self._http.build_request("POST", self.url, json=body, headers=headers)
+        request.extensions["timeout"] = deadline.httpx_timeouts(self.connect_timeout_s)
+        response = self._http.send(request, stream=True)
+        try:
+            deadline.guard(socket_of(response))
+            yield response
+        finally:
+            deadline.release()  # before the connection goes back to the pool
+            response.close()
+
+    def _transport_failure(
+        self, exc: httpx.TransportError | httpx.DecodingError, deadline: AttemptDeadline
+    ) -> LLMError:
+        """The LLMError an httpx failure of one attempt stands for: any failure once the
+        deadline has shut the connection down is a timeout."""
+        if deadline.fired or isinstance(exc, httpx.TimeoutException):
+            detail = f"no answer within {deadline.seconds:g}s ({type(exc).__name__})"
+            return self._error("timeout", detail)
+        if isinstance(exc, httpx.DecodingError):
+            return self._error("malformed", f"undecodable body: {type(exc).__name__}")
+        return self._error("connection", f"{type(exc).__name__}: {exc}")
 
     def _status_failure(
         self, status: int, headers: Mapping[str, str], raw: bytes
@@ -229,7 +252,9 @@ class OpenAICompatClient(Closing):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _read_body(self, response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
+    def _read_body(self, response: httpx.Response) -> bytes:
+        """The whole body, at most ``max_response_bytes`` of it (a body that stalls or
+        trickles is cut off by the attempt's deadline, :meth:`_post`)."""
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
@@ -238,8 +263,6 @@ class OpenAICompatClient(Closing):
                 raise self._error(
                     "malformed", f"response larger than {self.max_response_bytes} bytes"
                 )
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"body not read within {timeout_s:g}s")
             chunks.append(chunk)
         return b"".join(chunks)
 

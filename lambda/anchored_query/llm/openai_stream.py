@@ -6,19 +6,16 @@ The server answers with Server-Sent Events: one ``data: {chunk}`` per piece,
 ``stream_options.include_usage``; llama.cpp and Ollama put ``usage`` in the
 last choice chunk instead) and ``data: [DONE]``.
 
-The whole call is held to its ``timeout_s``: httpx bounds the connect and each
-read, and a watchdog shuts the socket down when the time is up, so a model that
-trickles tokens (or stalls between two) cannot outlive the request. Closing
-the iterator early closes the response, and with it the connection.
+The whole call is held to its ``timeout_s`` (:mod:`.deadline`): each wait is
+bounded by the time left and the socket is shut down when the time is up, so a
+model that stalls before the first event or between two, or trickles, cannot
+outlive the request. Closing the iterator early closes the response, and with
+it the connection.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,67 +27,35 @@ from anchored_query.llm.base import (
     StreamEvent,
     usage_int,
 )
+from anchored_query.llm.deadline import AttemptDeadline
 
 if TYPE_CHECKING:
     from anchored_query.llm.openai_compat import OpenAICompatClient
-
-
-class Watchdog:
-    """Shut the response's socket down at ``deadline`` (a monotonic time): a read
-    blocked in another thread then fails at once, and :attr:`fired` says why."""
-
-    def __init__(self, response: httpx.Response, deadline: float) -> None:
-        self.fired = False
-        self._response = response
-        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self) -> None:
-        self.fired = True
-        stream = self._response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if isinstance(sock, socket.socket):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def cancel(self) -> None:
-        """Stop the timer (the call ended in time)."""
-        self._timer.cancel()
 
 
 def stream_chat(
     client: OpenAICompatClient, body: dict[str, Any], timeout_s: float
 ) -> Iterator[StreamEvent]:
     """POST ``body`` and yield the text deltas, then the :class:`Completion`."""
-    timeout = httpx.Timeout(timeout_s, connect=min(client.connect_timeout_s, timeout_s))
-    deadline = time.monotonic() + timeout_s
     headers = {**client._headers, "Accept": "text/event-stream"}
-    watchdog: Watchdog | None = None
-    try:
-        with client._http.stream(
-            "POST", client.url, json=body, headers=headers, timeout=timeout
-        ) as response:
-            watchdog = Watchdog(response, deadline)
-            try:
+    with AttemptDeadline(timeout_s) as deadline:
+        try:
+            with client._post(body, headers, deadline) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
-                    raw = client._read_body(response, deadline, timeout_s)
+                    raw = client._read_body(response)
                     failure = client._status_failure(status, response.headers, raw)
                     raise failure if isinstance(failure, LLMError) else failure.error
                 yield from _events(client, response, status)
-            finally:
-                watchdog.cancel()
-    except httpx.TimeoutException as exc:
-        raise client._error(
-            "timeout", f"no answer within {timeout_s:g}s ({type(exc).__name__})"
-        ) from None
-    except httpx.DecodingError as exc:
-        raise client._error("malformed", f"undecodable body: {type(exc).__name__}") from None
-    except httpx.TransportError as exc:
-        if watchdog is not None and watchdog.fired:
-            raise client._error("timeout", f"reply not complete within {timeout_s:g}s") from None
-        raise client._error("connection", f"{type(exc).__name__}: {exc}") from None
+        except (httpx.TransportError, httpx.DecodingError) as exc:
+            raise client._transport_failure(exc, deadline) from None
+        except LLMError as exc:
+            # Once the watchdog shut the stream, it ends early or cut off mid-event: a
+            # "connection" or "malformed" failure, but for want of time.
+            if deadline.fired and exc.category != "timeout":
+                detail = f"reply not complete within {timeout_s:g}s"
+                raise client._error("timeout", detail) from None
+            raise
 
 
 def _events(
