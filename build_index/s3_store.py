@@ -157,14 +157,17 @@ def make_client(
 
     Without ``endpoint_url`` boto3 honours ``AWS_ENDPOINT_URL_S3`` /
     ``AWS_ENDPOINT_URL`` itself. A fresh session per client keeps this safe to
-    call from several threads. The defaults suit transfers of whole builds; a
+    call from several threads. ``attempts``: calls botocore makes of one request,
+    the first included. The defaults suit transfers of whole builds; a
     request that must answer within the function's deadline takes shorter ones.
     """
     import boto3
     from botocore.config import Config
 
     config = Config(
-        retries={"mode": "standard", "max_attempts": attempts},
+        # botocore's "max_attempts" counts the retries after the first call;
+        # "total_max_attempts" counts every call, as ``attempts`` means here.
+        retries={"mode": "standard", "total_max_attempts": max(1, attempts)},
         connect_timeout=connect_timeout,
         read_timeout=read_timeout,
     )

@@ -277,6 +277,45 @@ def test_a_request_waits_for_s3_no_longer_than_its_limit(monkeypatch: pytest.Mon
         assert config.retries["total_max_attempts"] == 1
 
 
+def test_make_client_attempts_count_every_call_to_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``attempts`` is the number of calls botocore makes, the first included (botocore's
+    own ``max_attempts`` counts only the retries: attempts=2 used to make 3 calls)."""
+    import http.server
+    import threading
+
+    from build_index.s3_store import make_client
+
+    calls: list[str] = []
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            calls.append(self.path)
+            body = b"<Error><Code>InternalError</Code><Message>x</Message></Error>"
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for attempts in (1, 2):
+            calls.clear()
+            client = make_client(f"http://127.0.0.1:{server.server_address[1]}", attempts=attempts)
+            with pytest.raises(ClientError):
+                client.get_object(Bucket="b", Key="k")
+            assert len(calls) == attempts
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_local_directory_is_read_through_a_verified_private_snapshot(tmp_path: Path) -> None:
     build_id = write_fake_index(tmp_path / "index", FILES)
     clock = Clock()

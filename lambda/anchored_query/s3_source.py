@@ -118,7 +118,7 @@ def request_client(endpoint_url: str | None, time_limit_s: float) -> S3Client:
         endpoint_url,
         connect_timeout=min(5.0, limit / 4),
         read_timeout=min(60.0, limit / 2),
-        attempts=0,  # botocore's max_attempts counts the retries after the first attempt
+        attempts=1,
     )
 
 
