@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
-__all__ = ["cmd_ask", "cmd_eval", "cmd_mcp", "cmd_report", "cmd_search"]
+CLI_DEADLINE_S = 300.0
+
+__all__ = ["CLI_DEADLINE_S", "cmd_ask", "cmd_eval", "cmd_mcp", "cmd_report", "cmd_search"]
 
 
 def _engine(index: str) -> Any:
@@ -25,6 +27,9 @@ def _engine(index: str) -> Any:
     env = dict(os.environ)
     env["ANCHORED_INDEX"] = index
     env.setdefault("ANCHORED_CACHE_DIR", str(Path(tempfile.gettempdir()) / "anchored"))
+    # The function's 20 s deadline fits Lambda's 30 s timeout; a command may wait longer
+    # for its first download of an s3:// index (the cold load is bounded by the deadline).
+    env.setdefault("ANCHORED_DEADLINE_S", str(CLI_DEADLINE_S))
     return Engine(Settings.from_env(env))
 
 

@@ -89,3 +89,18 @@ def test_eval_writes_a_run_file(qa_index: Path, tmp_path: Path) -> None:
     assert [x["qid"] for x in lines] == ["1", "2", "3"]
     assert lines[0]["ranked"][0] == "guide/configuration/#port"
     assert lines[2]["abstained"] is True
+
+
+def test_commands_wait_longer_than_the_function_for_a_first_download(
+    qa_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold load is bounded by the deadline; the function's 20 s (for Lambda's 30 s
+    timeout) would cut a command's first download of a large s3:// index short."""
+    from anchored_query.settings import Settings
+    from mkdocs_anchored.cli_query import CLI_DEADLINE_S, _engine
+
+    monkeypatch.delenv("ANCHORED_DEADLINE_S", raising=False)
+    engine = _engine(str(qa_index))
+    assert engine.settings.deadline_s == CLI_DEADLINE_S > Settings(index="x").deadline_s
+    monkeypatch.setenv("ANCHORED_DEADLINE_S", "7")
+    assert _engine(str(qa_index)).settings.deadline_s == 7.0
