@@ -21,6 +21,7 @@ from anchored_query.extractive import (
     _without_repeats,
     answer_extractively,
 )
+from anchored_query.pointers import named_headings
 from anchored_query.prompt import estimate_tokens
 from anchored_query.quote import guess_language, render, section_units
 from anchored_query.retrieval import Retriever
@@ -514,3 +515,47 @@ def test_the_refusal_evidence_weighs_unknown_words_by_the_word_prior(
     assert 0 < with_prior < unknown(question)
     assert result.evidence.unknown == with_prior
     assert not result.abstained
+
+
+POINTER_PAGES = {
+    "": """
+<h1 id="home">Home</h1>
+<h2 id="quick-start">Quick start</h2>
+<p>Install the package and add the plugin to your configuration file.</p>
+<p>See Getting started for the details, and Deploy to AWS to put the query function online.</p>
+""",
+    "deploy/": """
+<h1 id="deploy-to-aws">Deploy to AWS</h1>
+<p>The function is deployed once with the SAM command line, from the root of the
+repository, with credentials for your account in the shell.</p>
+<pre><code class="language-bash">sam build
+sam deploy --guided
+</code></pre>
+""",
+    # What the site is about: words the question shares with every page count little.
+    "function/": """
+<h1 id="the-query-function">The query function</h1>
+<p>The query function loads the index and answers questions.</p>
+<p>The query function keeps the index in memory between requests.</p>
+<p>Each query function instance answers one request at a time.</p>
+""",
+}
+
+
+def test_a_line_naming_another_page_points_to_it_rather_than_answering(
+    tmp_path: Path, retriever: Retriever
+) -> None:
+    # The home page's line holds every word of the question, as names of other pages
+    # ("Deploy to AWS"); the page it names answers.
+    pages = [_page(url, body) for url, body in POINTER_PAGES.items()]
+    build(pages, tmp_path / "index", BuildConfig(cache_dir=tmp_path / "c"))
+    small = Retriever(read_index(tmp_path / "index"), retriever.embedder)
+    result = quoted(small, "How do I deploy the query function to AWS?")
+    first = result.quotes[0]
+    assert first.passage.page == "deploy/", [q.items for q in result.quotes]
+    assert any("sam deploy --guided" in item for item in first.items)
+    # Naming its own page's heading, or at length, a line is not a pointer.
+    index = small.index
+    assert named_headings("See Deploy to AWS.", "", ("Home",), index) == {"deploy", "aw"}
+    assert named_headings("See Deploy to AWS.", "deploy/", ("Deploy to AWS",), index) == set()
+    assert named_headings("See Deploy to AWS, " + "and more " * 12, "", ("Home",), index) == set()

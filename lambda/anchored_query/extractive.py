@@ -56,6 +56,7 @@ from anchored_query.evidence import (
     gather_evidence,
     probability_answerable,
 )
+from anchored_query.pointers import POINTER, named_headings
 from anchored_query.quote import Unit, render
 from anchored_query.quote_window import MAX_SECTIONS, Section, is_label, quote_window, read_sections
 from anchored_query.spelling import corrected
@@ -235,6 +236,13 @@ def answer_extractively(
             c.factor *= _QUOTES_QUESTION  # 'A plain question ("Which … supported?") got …'
         if s.release_note and not asks_version:
             c.factor *= _RELEASE_NOTE
+        if index is not None and c.unit.kind == "prose" and c.lexical > 0:
+            # "See Getting started for the details, and Deploy to AWS …": names, not
+            # an answer, when the names are most of what it shares with the question.
+            named = named_headings(c.unit.text, s.passage.page, _own_path(s), index)
+            held = sum(w for t, w in weights.items() if t in terms and t in named) / total
+            if held >= 0.5 * c.lexical:
+                c.factor *= POINTER
         c.score *= c.factor
     scale = SEMANTIC_SCALES.get(model)
     focus: str | None = None
@@ -317,6 +325,11 @@ def answer_extractively(
         evidence,
         tentative=confidence < SURE.get(calibrated, 0.0),
     )
+
+
+def _own_path(s: Section) -> tuple[str, ...]:
+    """The headings of a section's own path (its page title first)."""
+    return (s.passage.title, *s.passage.heading_path)
 
 
 def _choose_quotes(scored: list[_Scored], sections: list[Section]) -> list[Quote]:
