@@ -72,15 +72,18 @@ def _headings(index: Index) -> _Headings:
     if found is not None:
         return found
     pages: dict[tuple[str, ...], set[str]] = {}
-    for section_id in index.sections:
-        row = index.sections[section_id]
-        for heading in (row.get("heading_path") or [])[:1]:  # the page's title
-            raw = str(heading)
-            words = tuple(_WORDS.findall(raw.casefold()))
-            # Prose headings only: "mkdocs.yml" or "ANCHORED_INDEX" are names, not titles.
-            prose = " ".join(words) == " ".join(raw.casefold().split())
-            if len(words) >= _MIN_HEADING_WORDS and prose:
-                pages.setdefault(words, set()).add(str(row.get("page") or ""))
+    rows = index.sections.rows
+    first: dict[str, int] = {}
+    for i, page in enumerate(rows.pages):  # read without parsing the rows
+        first.setdefault(page, i)
+    for page, i in first.items():  # a page's sections share its title: read one
+        path = rows[i].get("heading_path") or []
+        raw = str(path[0]) if path else ""
+        words = tuple(_WORDS.findall(raw.casefold()))
+        # Titles of words only: "mkdocs.yml" or "ANCHORED_INDEX" are names, not titles.
+        prose = " ".join(words) == " ".join(raw.casefold().split())
+        if len(words) >= _MIN_HEADING_WORDS and prose:
+            pages.setdefault(words, set()).add(page)
     built: _Headings = {}
     for words, on in pages.items():
         built.setdefault(words[0], []).append((words, frozenset(on)))
