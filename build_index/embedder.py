@@ -8,7 +8,7 @@ the named ones, are in :mod:`build_index.model_registry`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,8 @@ FloatArray = npt.NDArray[np.float32]
 Progress = Callable[[int, int], None]
 #: ``on_batch(rows, vectors)``: the input rows of one batch and their vectors.
 BatchDone = Callable[[npt.NDArray[np.intp], "FloatArray"], None]
+#: One batch as :meth:`Embedder.iter_passages` yields it: input rows, their vectors.
+Batch = tuple[npt.NDArray[np.intp], "FloatArray"]
 
 
 def _available_cores() -> int:
@@ -148,12 +150,22 @@ class Embedder:
         vectors)`` with the batch's input rows and vectors (so a caller can keep
         what is done before the whole call returns). ``out``, a float32 array of
         ``dim`` columns, receives the vectors and is returned: text ``i`` goes to row
-        ``rows[i]`` (default: row ``i``), so a build holds its vectors once, not
-        twice (154 MB each at 100k chunks).
+        ``rows[i]`` (default: row ``i``). A caller that keeps the vectors in another
+        form takes them from :meth:`iter_passages` instead.
         """
         return self._embed(
             [self.spec.passage_prefix + t for t in texts], progress, on_batch, out, rows
         )
+
+    def iter_passages(
+        self, texts: Sequence[str], progress: Progress | None = None
+    ) -> Iterator[Batch]:
+        """Embed passages (``passage_prefix`` applied) a batch at a time: yields ``(rows,
+        vectors)``, the input rows of each batch and their float32 vectors, and holds no
+        array of ``len(texts)`` rows, so the caller keeps them in whatever form it stores
+        (the build pipeline: the index's int8 rows). ``progress(done, total)`` is called
+        after each batch is taken."""
+        return self._batched([self.spec.passage_prefix + t for t in texts], progress)
 
     def embed_query(self, text: str) -> FloatArray:
         """Embed one query (``query_prefix`` applied): float32 ``(dim,)``."""
@@ -180,10 +192,18 @@ class Embedder:
             rows = np.arange(n, dtype=np.intp)
         elif len(rows) != n:
             raise ValueError(f"rows has {len(rows)} entries for {n} texts")
+        for batch, vectors in self._batched(texts, progress):
+            out[rows[batch]] = vectors
+            if on_batch is not None:
+                on_batch(batch, vectors)
+        return out
+
+    def _batched(self, texts: list[str], progress: Progress | None) -> Iterator[Batch]:
+        n = len(texts)
         if n == 0:
             if progress is not None:
                 progress(0, 0)
-            return out
+            return
         done = 0
         # tokenise and length-sort a window at a time: bounded memory for 100k chunks
         for lo in range(0, n, self.sort_window):
@@ -201,14 +221,10 @@ class Embedder:
                     input_ids[row, :m] = ids[i]
                     mask[row, :m] = 1
                     type_ids[row, :m] = types[i]
-                vectors = self._run(input_ids, mask, type_ids)
-                out[rows[lo + batch]] = vectors
-                if on_batch is not None:
-                    on_batch(lo + batch, vectors)
+                yield lo + batch, self._run(input_ids, mask, type_ids)
                 done += len(batch)
                 if progress is not None:
                     progress(done, n)
-        return out
 
     def _tokenize(
         self, texts: list[str]

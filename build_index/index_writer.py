@@ -16,6 +16,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
@@ -44,7 +45,7 @@ from build_index.index_manifest import (
 from build_index.tokenizer import TOKENIZER_SETTINGS
 from build_index.types import Chunk, Section
 
-__all__ = ["quantize", "swap_into_place", "write_index"]
+__all__ = ["QuantizedVectors", "quantize", "swap_into_place", "write_index"]
 
 _BLOCK: Final = 1 << 20  # bytes hashed/copied at a time
 _STALE_TEMP_S: Final = 24 * 3600
@@ -55,7 +56,7 @@ def write_index(
     *,
     sections: Sequence[Section],
     chunks: Sequence[Chunk],
-    vectors: npt.NDArray[np.floating[Any]],
+    vectors: npt.NDArray[np.floating[Any]] | QuantizedVectors,
     bm25: BM25Index,
     model: ModelInfo,
     site_url: str | None,
@@ -63,7 +64,9 @@ def write_index(
 ) -> Manifest:
     """Write an index of ``chunks`` (row i = ``vectors[i]`` = BM25 chunk i) to ``out_dir``.
 
-    ``vectors`` are float32 and normalised, one row of ``model.dim`` per chunk.
+    ``vectors`` are float32 and normalised, one row of ``model.dim`` per chunk, or
+    already quantised (:class:`QuantizedVectors`, what the build pipeline fills
+    batch by batch): the files are the same bytes either way.
     The directory is replaced atomically: written and fsynced beside
     ``out_dir``, then swapped in; on any error the previous index stays.
     Raises ``ValueError`` for inconsistent inputs, ``ModelError`` when the
@@ -137,21 +140,77 @@ def quantize(
     return q, scales
 
 
+@dataclass(frozen=True)
+class QuantizedVectors:
+    """Vectors as the index stores them, filled a block at a time: int8 rows and one
+    float32 scale per row, quantised by :func:`quantize` (a row's result depends on
+    that row alone, so block by block gives the bytes of the whole matrix at once).
+
+    A build holds these instead of float32 rows: 388 B a chunk, not 1,536.
+    """
+
+    vectors: npt.NDArray[np.int8]  # (n, dim)
+    scales: npt.NDArray[np.float32]  # (n,)
+
+    @classmethod
+    def zeros(cls, n: int, dim: int) -> QuantizedVectors:
+        """``n`` rows of ``dim``, all zero until :meth:`put`."""
+        return cls(np.zeros((n, dim), dtype=np.int8), np.zeros(n, dtype=np.float32))
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def put(
+        self, rows: npt.NDArray[np.intp] | Sequence[int], block: npt.NDArray[np.float32]
+    ) -> None:
+        """Quantise the float32 ``block`` into ``rows`` (one row index per block row).
+
+        A row that is not finite gets a NaN scale (and zeros), so that
+        :func:`write_index` refuses it as it refuses float vectors with NaN.
+        """
+        at = np.asarray(rows, dtype=np.intp)
+        finite = np.asarray(np.isfinite(block).all(axis=1))
+        if not finite.all():
+            block = np.where(finite[:, None], block, np.float32(0))
+        q, scales = quantize(block)
+        scales[~finite] = np.nan
+        self.vectors[at] = q
+        self.scales[at] = scales
+
+
 def _check_inputs(
     sections: Sequence[Section],
     chunks: Sequence[Chunk],
-    vectors: npt.NDArray[np.floating[Any]],
+    vectors: npt.NDArray[np.floating[Any]] | QuantizedVectors,
     bm25: BM25Index,
     model: ModelInfo,
-) -> npt.NDArray[np.float32]:
-    """The vectors as float32 (n, dim), after checking that the parts fit together."""
+) -> npt.NDArray[np.float32] | QuantizedVectors:
+    """The vectors as float32 (n, dim) or as given quantised, after checking that the
+    parts fit together."""
     n = len(chunks)
-    matrix = np.asarray(vectors, dtype=np.float32)
-    if n == 0 and matrix.size == 0:
-        matrix = matrix.reshape(0, model.dim)
-    if matrix.shape != (n, model.dim):
-        raise ValueError(f"vectors have shape {matrix.shape}, expected ({n}, {model.dim})")
-    if not np.isfinite(matrix).all():
+    matrix: npt.NDArray[np.float32] | QuantizedVectors
+    if isinstance(vectors, QuantizedVectors):
+        matrix = vectors
+        q, scales = matrix.vectors, matrix.scales
+        if (
+            q.dtype != np.int8
+            or q.shape != (n, model.dim)
+            or scales.dtype != np.float32
+            or scales.shape != (n,)
+        ):
+            raise ValueError(
+                f"vectors are {q.dtype} {q.shape} with {scales.dtype} scales {scales.shape}, "
+                f"expected int8 ({n}, {model.dim}) and float32 ({n},)"
+            )
+        finite = bool(np.isfinite(matrix.scales).all())
+    else:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if n == 0 and matrix.size == 0:
+            matrix = matrix.reshape(0, model.dim)
+        if matrix.shape != (n, model.dim):
+            raise ValueError(f"vectors have shape {matrix.shape}, expected ({n}, {model.dim})")
+        finite = bool(np.isfinite(matrix).all())
+    if not finite:
         raise ValueError("vectors contain NaN or infinity")
     if bm25.n_chunks != n:
         raise ValueError(f"the BM25 index covers {bm25.n_chunks} chunks, not {n}")
@@ -172,7 +231,7 @@ def _write_files(
     tmp: Path,
     sections: Sequence[Section],
     chunks: Sequence[Chunk],
-    matrix: npt.NDArray[np.float32],
+    matrix: npt.NDArray[np.float32] | QuantizedVectors,
     bm25: BM25Index,
     model: ModelInfo,
 ) -> dict[str, FileEntry]:
@@ -180,7 +239,10 @@ def _write_files(
     files: dict[str, FileEntry] = {}
     files[CHUNKS] = _write_jsonl(tmp / CHUNKS, (_chunk_record(c) for c in chunks))
     files[SECTIONS] = _write_jsonl(tmp / SECTIONS, (_section_record(s) for s in sections))
-    q, scales = quantize(matrix)
+    if isinstance(matrix, QuantizedVectors):
+        q, scales = matrix.vectors, matrix.scales
+    else:
+        q, scales = quantize(matrix)
     for name, array in ((VECTORS, q), (SCALES, scales)):
         with _Sink(tmp / name) as sink:
             np.save(sink, array, allow_pickle=False)
