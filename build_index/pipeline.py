@@ -45,8 +45,9 @@ REUSE_MIN_MISSING = 64
 #: killed or fails keeps all but the last few seconds of its embedding work.
 CACHE_FLUSH_S = 10.0
 #: Vectors read from the cache or a published build a block at a time, as float32
-#: (6 MB) before they are quantised into the index's int8 rows.
-VECTOR_BLOCK = 4096
+#: (1.5 MB) before they are quantised into the index's int8 rows; quantize() makes
+#: a few temporaries of the block's size, so a larger block costs more than itself.
+VECTOR_BLOCK = 1024
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ log = logging.getLogger("anchored")
 TextOf = Callable[[Chunk], str]
 #: |norm - 1| allowed for a dequantised row (int8 rounding moves it by ~1e-3).
 NORM_TOLERANCE = 0.02
-_ROWS = 8192  # rows checked at a time
+_ROWS = 1024  # rows checked at a time (float32 temporaries of 1.5 MB each)
 
 
 class ReuseRefused(AnchoredError):

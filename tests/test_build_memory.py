@@ -226,8 +226,8 @@ def test_the_embed_step_grows_by_less_than_a_float32_row_a_chunk(
     int8 rows) grows by less a chunk than a float32 row alone, 1,536 B. The old path
     held a float32 row per chunk, so it grew by more (cache 2.7 KB, published 4.0 KB
     a chunk here; now about 0.85 and 1.1 KB)."""
-    # blocks read at a time (6 to 13 MB by default) stay small, so that what grows
-    # with the site is measured, not a block that fills up to 4,096 chunks
+    # blocks read at a time (1,024 rows by default) stay small, so that what grows
+    # with the site is measured, not a block that fills up to its size
     monkeypatch.setattr(pipeline, "VECTOR_BLOCK", 256)
     monkeypatch.setattr(reuse_module, "_ROWS", 256)
     small = _embed_step_peak(tmp_path / "small", 500, source)
