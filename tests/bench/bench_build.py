@@ -22,6 +22,19 @@ For this project's own docs (`site/`) and a site generated from a BEIR corpus
 - index bytes per chunk, with and without the text, the model file left out.
 
 Prints Markdown tables (paste into site/benchmarks.md).
+
+    python tests/bench/bench_build.py --embed-memory N --before REV [--cold-from DIR]
+
+measures only the build's memory while it gets its vectors, for REV and the working
+tree side by side: a generated site of N chunks (``tests/pages.py``,
+``numbered_pages``) built in a fresh process per variant and source (cold: every
+chunk embedded; from the embedding cache; from a published build), with
+``tracemalloc`` (numpy's allocations included) over the embed step and over the
+write step, and the growth of resident memory (``VmHWM`` reset at the start of the
+embed step) to the end of the write; then whether both wrote the same
+``vectors.npy`` and ``vector_scales.npy``. ``--cold-from`` takes the cold builds
+(and their cache and index) of an earlier run's work folder instead of embedding
+again.
 """
 
 from __future__ import annotations
@@ -192,6 +205,116 @@ def with_store(config: str, store: str) -> str:
         else:
             out.append(line)
     return "\n".join(out) + "\n"
+
+
+EMBED_MEMORY = """
+import json, sys, time, tracemalloc
+from pathlib import Path
+code, repo, n_pages, cache_dir, reuse_from, out_dir = sys.argv[1:7]
+sys.path[:0] = [code, repo]
+from build_index import pipeline
+from tests.pages import numbered_pages
+
+def kb(field):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith(field))
+
+seen = {}
+real_embed, real_write = pipeline.embed_chunks, pipeline.write_index
+
+def embed(*args, **kwargs):
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")  # VmHWM := VmRSS
+    seen["rss_kb"] = kb("VmRSS:")
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        return real_embed(*args, **kwargs)
+    finally:
+        seen["embed_s"] = time.perf_counter() - t0
+        seen["embed_peak"] = tracemalloc.get_traced_memory()[1]
+
+def write(*args, **kwargs):
+    tracemalloc.reset_peak()  # what the embed step returned is still traced
+    try:
+        return real_write(*args, **kwargs)
+    finally:
+        seen["write_peak"] = tracemalloc.get_traced_memory()[1]
+        seen["hwm_kb"] = kb("VmHWM:")
+        tracemalloc.stop()
+
+pipeline.embed_chunks, pipeline.write_index = embed, write
+config = pipeline.BuildConfig(
+    cache_dir=Path(cache_dir) if cache_dir else None, reuse_from=reuse_from or None
+)
+report = pipeline.build(numbered_pages(int(n_pages)), Path(out_dir), config)
+seen.update(chunks=report.chunks, embedded=report.embedded, cached=report.cached,
+            reused=report.reused)
+print(json.dumps(seen))
+"""
+
+
+def embed_memory(
+    n_chunks: int, before: Path, work: Path, cold_from: Path | None = None
+) -> list[dict[str, Any]]:
+    """The build's memory while it gets its vectors, ``before`` against the working tree,
+    cold, from the cache and from a published build (see the module docstring). With
+    ``cold_from`` (an earlier run's work folder) the cold builds are not run again:
+    its cache and index are the others' source."""
+    variants = {"now": REPO, "before": before}
+    rows: list[dict[str, Any]] = []
+
+    def run(label: str, source: str, cache: Path | None, reuse: Path | None) -> dict[str, Any]:
+        out = work / f"{label}-{source}"
+        args = [str(variants[label]), str(REPO), str(n_chunks // 2)]
+        args += [str(cache or ""), str(reuse or ""), str(out)]
+        done = subprocess.run(
+            [sys.executable, "-c", EMBED_MEMORY, *args], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"the {label} build ({source}) failed:\n{done.stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        result.update(variant=label, source=source, out=out)
+        return result
+
+    if cold_from is None:
+        cold_from = work
+        for label in variants:  # "now" first: its cold build is the others' cache and store
+            rows.append(run(label, "cold", work / f"cache-{label}", None))
+    for label in variants:
+        cache = work / f"cache-copy-{label}"
+        shutil.copytree(cold_from / "cache-now", cache)
+        rows.append(run(label, "cache", cache, None))
+        rows.append(run(label, "published", None, cold_from / "now-cold"))
+    return rows
+
+
+def print_embed_memory(rows: list[dict[str, Any]], rev: str) -> None:
+    by = {(r["variant"], r["source"]): r for r in rows}
+    mb = 1e6
+    print(
+        f"\n| vectors from | chunks | embed step traced peak, {rev} → now | ratio "
+        "| write step traced peak | RSS growth, embed + write | same vectors.npy + scales |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for source in ("cold", "cache", "published"):
+        if ("now", source) not in by:
+            continue
+        old, new = by[("before", source)], by[("now", source)]
+        same = all(
+            (old["out"] / name).read_bytes() == (new["out"] / name).read_bytes()
+            for name in ("vectors.npy", "vector_scales.npy")
+        )
+        growth = [(r["hwm_kb"] - r["rss_kb"]) / 1024 for r in (old, new)]
+        print(
+            f"| {source} | {new['chunks']:,} | {old['embed_peak'] / mb:.1f} → "
+            f"{new['embed_peak'] / mb:.1f} MB | {new['embed_peak'] / old['embed_peak']:.2f} | "
+            f"{old['write_peak'] / mb:.1f} → {new['write_peak'] / mb:.1f} MB | "
+            f"{growth[0]:.0f} → {growth[1]:.0f} MB | {'yes' if same else 'NO'} |"
+        )
+    if ("now", "cold") in by:
+        cold = by[("now", "cold")]
+        print(f"\n(cold: {cold['embedded']:,} chunks embedded in {cold['embed_s']:.0f} s)")
 
 
 def old_code(rev: str, work: Path) -> Path:
@@ -388,7 +511,28 @@ def main() -> None:
         metavar="WORK_DIR",
         help="only re-time the unchanged rebuilds of the projects an earlier run left there",
     )
+    p.add_argument(
+        "--embed-memory",
+        type=int,
+        metavar="N",
+        help="only the build's memory while it gets N chunks' vectors (needs --before)",
+    )
+    p.add_argument(
+        "--cold-from",
+        metavar="WORK_DIR",
+        help="with --embed-memory: take the cold builds of an earlier run, do not embed again",
+    )
     args = p.parse_args()
+
+    if args.embed_memory:
+        if not args.before:
+            p.error("--embed-memory compares against --before REV")
+        work = Path(tempfile.mkdtemp(prefix="anchored-bench-memory-"))
+        cold_from = Path(args.cold_from) if args.cold_from else None
+        rows = embed_memory(args.embed_memory, old_code(args.before, work), work, cold_from)
+        print_embed_memory(rows, args.before)
+        print(f"(work dir {work})")
+        return
 
     if args.again:
         work = Path(args.again)
