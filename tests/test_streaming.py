@@ -27,6 +27,7 @@ from anchored_query.types import Passage
 from anchored_query.validation import AskRequest
 from fakes import (
     FakeOpenAIServer,
+    Hang,
     Partial,
     Reply,
     Status,
@@ -501,3 +502,46 @@ def test_bedrock_streams_through_converse_stream(
     assert names(events)[:4] == ["stage:retrieving", "sources", "stage:generating", "sentence"]
     assert comparable(events[-1][1]) == comparable(buffered)
     assert buffered["mode"] == "llm" and len(buffered["answer"]) == 3
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_cold_load_counts_against_the_requests_one_deadline(
+    qa_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, streamed: bool
+) -> None:
+    """The first request of an instance loads the index first; streamed or not, the load
+    and the answer share one deadline (before, the streamed answer got a second, fresh
+    one: a slow cold load plus a hanging model ran past Lambda's timeout)."""
+    from anchored_query.local_source import LocalIndexSource
+
+    load_s, deadline_s = 3.0, 5.0
+    real = LocalIndexSource.fetch
+
+    def slow_fetch(self: LocalIndexSource) -> Path:  # a slow store at a cold start
+        time.sleep(load_s)
+        return real(self)
+
+    monkeypatch.setattr(LocalIndexSource, "fetch", slow_fetch)
+    with FakeOpenAIServer() as srv:
+        srv.script(*[Hang()] * 4)
+        settings = Settings(
+            index=str(qa_index),
+            cache_dir=str(tmp_path / "c"),
+            feedback=str(tmp_path / "f"),
+            refresh_s=0,
+            llm_provider="openai",
+            llm_model="m",
+            llm_base_url=srv.url,
+            llm_timeout_s=60.0,
+            deadline_s=deadline_s,
+        )
+        with TestClient(create_app(settings)) as client:
+            t0 = time.monotonic()
+            r = client.post(
+                "/v1/ask",
+                json={"question": "How do I change the port?"},
+                headers={"Accept": "text/event-stream"} if streamed else {},
+            )
+            took = time.monotonic() - t0
+    assert r.status_code == 200
+    assert "fallback" in r.text  # the quoted answer, after the model ran out of time
+    assert took < deadline_s + 1.0, took

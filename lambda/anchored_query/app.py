@@ -190,14 +190,14 @@ def create_app(
         ask_request = parse_ask(await body_of(request), settings)
         started = time.perf_counter()
         if wants_stream(request.headers.get("accept", "")):  # Server-Sent Events (streaming.py)
-            await run_in_threadpool(precheck, engine, ask_request)
+            deadline = await run_in_threadpool(precheck, engine, ask_request)
 
             def logged(result: dict[str, Any]) -> None:
                 if qlog is not None:
                     latency_ms = (time.perf_counter() - started) * 1000
                     qlog.submit(ask_record(result, ask_request.question, latency_ms))
 
-            body = events(engine, ask_request, logged, request.is_disconnected)
+            body = events(engine, ask_request, logged, request.is_disconnected, deadline)
             return EventStream(body)
         result = await run_in_threadpool(engine.ask, ask_request)
         if qlog is not None:  # a queue put: never waits, never raises (querylog.py)

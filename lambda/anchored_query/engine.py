@@ -310,10 +310,13 @@ class Engine:
             raise QueryError(400, "no_llm", "no LLM is configured; use mode 'auto' or 'extractive'")
         return loaded
 
-    def prepare(self, request: AskRequest) -> Prepared:
-        """Check the request against the loaded build and retrieve its passages (prepare.py)."""
+    def prepare(self, request: AskRequest, deadline: Deadline | None = None) -> Prepared:
+        """Check the request against the loaded build and retrieve its passages (prepare.py).
+
+        ``deadline``: the request's, when its time started earlier (the streaming route
+        checks the request before its stream starts); by default it starts now."""
         t0 = time.perf_counter()
-        deadline = Deadline(self.settings.deadline_s)
+        deadline = deadline if deadline is not None else Deadline(self.settings.deadline_s)
         loaded = self.check(request, deadline)
         return retrieve(request, loaded, self.settings, self.llm, deadline, t0)
 

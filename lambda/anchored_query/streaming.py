@@ -75,19 +75,30 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {body}\n\n".encode()
 
 
-def precheck(engine: Engine, request: AskRequest) -> None:
+def precheck(engine: Engine, request: AskRequest) -> Deadline:
     """What :meth:`Engine.prepare` checks first (:meth:`Engine.check`), done before the
-    stream starts so that these failures are the normal JSON error responses (503, 400)."""
-    engine.check(request)
+    stream starts so that these failures are the normal JSON error responses (503, 400).
+    Returned: the request's deadline, started here, which the stream's answer keeps (a
+    cold load counts against the one deadline, as in a buffered answer)."""
+    deadline = Deadline(engine.settings.deadline_s)
+    engine.check(request, deadline)
+    return deadline
 
 
-def run(engine: Engine, request: AskRequest, emit: Emit, cancelled: threading.Event) -> None:
+def run(
+    engine: Engine,
+    request: AskRequest,
+    emit: Emit,
+    cancelled: threading.Event,
+    deadline: Deadline | None = None,
+) -> None:
     """Answer ``request``, calling ``emit(event, data)`` as the answer is made (blocks;
     run it in a worker thread). Ends with ``final`` or ``error``; emits nothing more
-    once ``cancelled`` is set. The final result is also what :meth:`Engine.ask` returns."""
+    once ``cancelled`` is set. The final result is also what :meth:`Engine.ask` returns.
+    ``deadline``: the request's (from :func:`precheck`); by default it starts now."""
     try:
         emit("stage", {"stage": "retrieving"})
-        prepared = engine.prepare(request)
+        prepared = engine.prepare(request, deadline)
         _check(cancelled)
         sources = _sources(prepared.passages)
         emit("sources", {"sources": sources, "passages_considered": len(prepared.passages)})
@@ -120,6 +131,7 @@ async def events(
     request: AskRequest,
     on_final: Callable[[dict[str, Any]], None] | None = None,
     is_disconnected: Callable[[], Awaitable[bool]] | None = None,
+    deadline: Deadline | None = None,
 ) -> AsyncIterator[bytes]:
     """The response body of a streamed ``/v1/ask``: :func:`run` in a worker thread (one
     of the thread pool's, like a buffered answer), its events as they come. When the
@@ -137,7 +149,7 @@ async def events(
 
     def work() -> None:
         try:
-            run(engine, request, emit, cancelled)
+            run(engine, request, emit, cancelled, deadline)
         finally:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(queue.put_nowait, None)
