@@ -8,7 +8,9 @@
   hangs;
 - ``stall_key = "model.onnx"``: a GET of a key ending so gets its status line,
   headers (with the full ``Content-Length``) and its first ``stall_after``
-  bytes, then nothing more.
+  bytes, then nothing more;
+- ``slow_key = "model.onnx"``: a GET of a key ending so gets its body in 20
+  pieces over ``slow_s`` seconds (S3 slow but moving).
 
 :meth:`resume` relays everything again and lets the held requests go (their
 connections are closed unanswered). Point a client at it with
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -40,6 +43,8 @@ class StallingS3(Running):
         self.silent = False
         self.stall_key: str | None = None
         self.stall_after = 64 * 1024
+        self.slow_key: str | None = None
+        self.slow_s = 4.0
         self.requests: Counter[str] = Counter()  # "GET /bucket/key" -> how many
         self.held = 0  # requests held unanswered so far
         self._lock = threading.Lock()
@@ -125,5 +130,13 @@ class StallingS3(Running):
             handler.wfile.write(data[: self.stall_after])
             handler.wfile.flush()
             self._hold(handler)
+            return
+        slow = self.slow_key
+        if handler.command == "GET" and slow is not None and path.endswith(slow):
+            step = -(-len(data) // 20) or 1
+            for start in range(0, len(data), step):
+                handler.wfile.write(data[start : start + step])
+                handler.wfile.flush()
+                time.sleep(self.slow_s / 20)
             return
         handler.wfile.write(data)

@@ -158,3 +158,24 @@ def test_a_download_that_stops_midway_is_a_503_and_leaves_nothing_trusted(
         assert health.status_code == 200 and health.json()["build_id"] == build
     assert (cache / build / "manifest.json").is_file()
     assert no_part_files(cache)
+
+
+def test_a_slow_download_started_by_the_prefetch_is_the_only_download(
+    s3: S3Bucket, stalling: StallingS3, qa_index: Path, tmp_path: Path
+) -> None:
+    """A cold start's prefetch (handler.py) starts the download; S3 is slow, so the first
+    requests answer 503 within the deadline, and the build they then answer from is the
+    prefetch's: model.onnx is read from S3 once. Before, the prefetch gave up at a
+    request's limit while its download went on, and the request started a second one."""
+    from anchored_query.prefetch import prefetch, wait_for_prefetch
+
+    publish(qa_index, s3.url, client=s3.client)
+    stalling.slow_key, stalling.slow_s = "model.onnx", 3.0
+    assert prefetch(s3.url, cache_dir=tmp_path / "cache")
+    app = create_app(settings_for(s3.url, tmp_path, deadline_s=DEADLINE_S))
+    with ThreadedServer(app) as srv, httpx.Client(base_url=srv.url, timeout=CLIENT_S) as client:
+        codes = recover(client)
+        assert codes[0] == 503 and codes[-1] == 200, codes
+    wait_for_prefetch(s3.url, tmp_path / "cache", timeout_s=WAIT_S)
+    assert stalling.count("model.onnx") == 1
+    assert no_part_files(tmp_path / "cache")

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("anchored_query.index_store")
 
 
+PREFETCH_LIMIT_S = 900.0  # Lambda's longest invocation
+
 _prefetches: dict[tuple[str, Path], threading.Thread] = {}
 _prefetches_lock = threading.Lock()
 
@@ -34,7 +36,12 @@ def prefetch(location: str, *, cache_dir: str | Path = "/tmp/anchored") -> bool:
     from anchored_query.s3_source import S3IndexSource
     from build_index.publish import S3Location
 
-    source = S3IndexSource(S3Location.parse(location), cache_dir=Path(cache_dir))
+    # No request waits on the prefetch itself, only on the download it started: give it
+    # a whole invocation's time, so that it does not give up at a request's limit while
+    # its download goes on, and a request's fetch start a second download beside it.
+    source = S3IndexSource(
+        S3Location.parse(location), cache_dir=Path(cache_dir), time_limit_s=PREFETCH_LIMIT_S
+    )
     _ = source.client
 
     def run() -> None:
@@ -71,6 +78,7 @@ def _prefetch_default_version(root: S3IndexSource) -> None:
         S3Location.parse(location),
         cache_dir=root.cache_dir / VERSIONS / version,
         client=root.client,
+        time_limit_s=PREFETCH_LIMIT_S,
     ).fetch()
 
 

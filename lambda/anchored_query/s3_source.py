@@ -260,8 +260,9 @@ class S3IndexSource(IndexSource):
         return job
 
     def _fetch_now(self, deadline: float, caller: threading.Thread) -> Path:
-        left = deadline - time.monotonic()
-        wait_for_prefetch(self.location, self.cache_dir, timeout_s=left, waiter=caller)
+        # The prefetch's download fills the cache this one reads: wait for it whole (the
+        # request waiting for this job is bounded by its own limit), not start another.
+        wait_for_prefetch(self.location, self.cache_dir, waiter=caller)
         with self._lock:
             found = self._read_pointer(None, deadline)
             assert found is not None  # no If-None-Match, so never "not modified"
