@@ -240,14 +240,19 @@ def make_similarity(embedder: Any, model: str) -> Similarity | None:
 
 def _source(p: Passage, index: Any) -> _Source:
     """The passage's section (text, units) and the part of it the model read."""
-    text, chunks = p.text, []
+    text, chunks, code = p.text, [], None
     if index is not None:
         try:
-            text = str(index.sections[p.section_id]["text"])
+            section = index.sections[p.section_id]
+            text = str(section["text"])
             chunks = _section_chunks(index, p.section_id)
+            # The code blocks as the index recorded them, as the quote read them
+            # (quote_window.read_sections): a quoted code item is found as its unit.
+            recorded = (section.get("meta") or {}).get("code")
+            code = recorded if isinstance(recorded, list) else None
         except KeyError:
-            text, chunks = p.text, []
-    units = section_units(text, chunks)
+            text, chunks, code = p.text, [], None
+    units = section_units(text, chunks, code)
     region = [(0, len(text))]
     if chunks and _collapse(p.text) != _collapse(text):
         by_id = {str(c["id"]): c for c in chunks}
