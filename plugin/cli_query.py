@@ -20,16 +20,18 @@ CLI_DEADLINE_S = 300.0
 __all__ = ["CLI_DEADLINE_S", "cmd_ask", "cmd_eval", "cmd_mcp", "cmd_report", "cmd_search"]
 
 
-def _engine(index: str) -> Any:
+def _engine(index: str, one_shot: bool = True) -> Any:
+    """The engine of a command. ``one_shot`` (all but ``mcp``, a server answering many
+    questions): the deadline is :data:`CLI_DEADLINE_S` unless ``ANCHORED_DEADLINE_S``
+    is set, so the first download of an s3:// index is not cut at the function's 20 s."""
     from anchored_query.engine import Engine
     from anchored_query.settings import Settings
 
     env = dict(os.environ)
     env["ANCHORED_INDEX"] = index
     env.setdefault("ANCHORED_CACHE_DIR", str(Path(tempfile.gettempdir()) / "anchored"))
-    # The function's 20 s deadline fits Lambda's 30 s timeout; a command may wait longer
-    # for its first download of an s3:// index (the cold load is bounded by the deadline).
-    env.setdefault("ANCHORED_DEADLINE_S", str(CLI_DEADLINE_S))
+    if one_shot:  # the function's 20 s fits Lambda's 30 s timeout; a command may wait
+        env.setdefault("ANCHORED_DEADLINE_S", str(CLI_DEADLINE_S))
     return Engine(Settings.from_env(env))
 
 
@@ -224,7 +226,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from anchored_query.mcp_tools import serve_stdio
 
     # stdout is the protocol: logs go to stderr (logging's default stream), nothing printed.
-    engine = _engine(args.index)
+    # Each question keeps the function's deadline; a slow first download goes on between
+    # calls (the server lives on), and a later call uses it.
+    engine = _engine(args.index, one_shot=False)
     try:
         serve_stdio(engine, engine.settings)
     finally:

@@ -102,5 +102,8 @@ def test_commands_wait_longer_than_the_function_for_a_first_download(
     monkeypatch.delenv("ANCHORED_DEADLINE_S", raising=False)
     engine = _engine(str(qa_index))
     assert engine.settings.deadline_s == CLI_DEADLINE_S > Settings(index="x").deadline_s
+    assert (
+        _engine(str(qa_index), one_shot=False).settings.deadline_s == Settings(index="x").deadline_s
+    )
     monkeypatch.setenv("ANCHORED_DEADLINE_S", "7")
     assert _engine(str(qa_index)).settings.deadline_s == 7.0
