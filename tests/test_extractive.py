@@ -539,6 +539,11 @@ sam deploy --guided
 <p>The query function keeps the index in memory between requests.</p>
 <p>Each query function instance answers one request at a time.</p>
 """,
+    # A page without an h1: its first heading is a section's, not the page's title.
+    "tips/": """
+<h2 id="quick-tips">Quick tips</h2>
+<p>Keep the index next to the site and rebuild it in CI.</p>
+""",
 }
 
 
@@ -559,3 +564,4 @@ def test_a_line_naming_another_page_points_to_it_rather_than_answering(
     assert named_headings("See Deploy to AWS.", "", ("Home",), index) == {"deploy", "aw"}
     assert named_headings("See Deploy to AWS.", "deploy/", ("Deploy to AWS",), index) == set()
     assert named_headings("See Deploy to AWS, " + "and more " * 12, "", ("Home",), index) == set()
+    assert named_headings("See Quick tips.", "", ("Home",), index) == set()

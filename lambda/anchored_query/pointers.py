@@ -15,9 +15,10 @@ elsewhere ("Make the build fail on warnings" in a changelog, "Set strict to
 make the build fail on warnings" in the reference), and counting them made
 such lines pointers (measured: one answer lost on the dev sets).
 
-The titles are the index's own (each section's heading path starts with its
-page's title), read once per index on the first question, so this knows no
-language and no site.
+The titles are the index's own: the start of the heading path of a page's
+first section, when that path starts at the page's h1 (or is the page's title,
+for the text above its first heading), read once per index on the first
+question, so this knows no language and no site.
 """
 
 from __future__ import annotations
@@ -76,9 +77,16 @@ def _headings(index: Index) -> _Headings:
     first: dict[str, int] = {}
     for i, page in enumerate(rows.pages):  # read without parsing the rows
         first.setdefault(page, i)
-    for page, i in first.items():  # a page's sections share its title: read one
-        path = rows[i].get("heading_path") or []
-        raw = str(path[0]) if path else ""
+    for page, i in first.items():  # a page's first section starts with its title
+        row = rows[i]
+        path = row.get("heading_path") or []
+        level = (row.get("meta") or {}).get("level")
+        lead = str(row.get("id", "")).endswith("#")  # the text above the first heading
+        # The path starts at the page's h1 when it holds one heading a level (an h2 under
+        # the h1: level 2, two headings); a page without an h1 or lead text has no title.
+        if not path or not (lead or level == len(path)):
+            continue
+        raw = str(path[0])
         words = tuple(_WORDS.findall(raw.casefold()))
         # Titles of words only: "mkdocs.yml" or "ANCHORED_INDEX" are names, not titles.
         prose = " ".join(words) == " ".join(raw.casefold().split())
