@@ -46,7 +46,7 @@ def stream_chat(
                     raw = client._read_body(response)
                     failure = client._status_failure(status, response.headers, raw)
                     raise failure if isinstance(failure, LLMError) else failure.error
-                yield from _events(client, response, status)
+                yield from _events(client, response, status, deadline)
         except (httpx.TransportError, httpx.DecodingError) as exc:
             raise client._transport_failure(exc, deadline) from None
         except LLMError as exc:
@@ -59,7 +59,10 @@ def stream_chat(
 
 
 def _events(
-    client: OpenAICompatClient, response: httpx.Response, status: int
+    client: OpenAICompatClient,
+    response: httpx.Response,
+    status: int,
+    deadline: AttemptDeadline | None = None,
 ) -> Iterator[StreamEvent]:
     parts: list[str] = []
     finish: str | None = None
@@ -104,6 +107,11 @@ def _events(
             finish = choice["finish_reason"]
     if not done and finish is None:
         raise client._error("connection", "the stream ended before the reply was complete")
+    if deadline is not None:
+        # The reply is in: a stream that ended at EOF (no [DONE]) has put its connection
+        # back in the pool, where the watchdog must not shut it while the caller holds
+        # the Completion.
+        deadline.release()
     yield Completion(
         text=client._reply_text("".join(parts), finish, status),
         input_tokens=usage_int(usage.get("prompt_tokens")),
