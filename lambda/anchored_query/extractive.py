@@ -4,7 +4,8 @@
    each read whole from the index with its chunks' types
    (:func:`anchored_query.quote_window.read_sections`).
 2. **The best unit.** Each unit is scored by the question's terms it holds,
-   weighted by the index's own IDF times a general-language prior from the
+   weighted (:mod:`anchored_query.question_terms`) by the index's own IDF
+   times a general-language prior from the
    embedder's vocabulary (:mod:`anchored_query.word_prior`: so the context
    words of a long, conversational question count little and its rare,
    specific terms most, even when a common word such as "supported" happens
@@ -15,7 +16,9 @@
    units; a long question is compared by its sentence closest to the docs).
    Misspelt terms are matched in the index's spelling
    (:mod:`anchored_query.spelling`). A line that quotes the question whole
-   (a benchmark's list of questions) counts half, its meaning too.
+   (a benchmark's list of questions) counts half, its meaning too, and so
+   does a short line pointing to another page by its title
+   (:mod:`anchored_query.pointers`).
 3. **The quote.** The quote is the best unit with the structure around it
    (:func:`anchored_query.quote_window.quote_window`: lead-ins, code, rows,
    tabs, a short section whole, an option's ``default:`` line). A section
@@ -38,7 +41,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -57,11 +59,11 @@ from anchored_query.evidence import (
     probability_answerable,
 )
 from anchored_query.pointers import POINTER, named_headings
+from anchored_query.question_terms import focus_of, question_weights
 from anchored_query.quote import Unit, render
 from anchored_query.quote_window import MAX_SECTIONS, Section, is_label, quote_window, read_sections
-from anchored_query.spelling import corrected
 from anchored_query.types import Passage, Turn
-from anchored_query.word_prior import WordPrior, term_priors, word_prior
+from anchored_query.word_prior import word_prior
 from build_index.index_format import Index
 from build_index.tokenizer import tokenize
 
@@ -77,10 +79,6 @@ __all__ = [
 MAX_COVERED = 5  # sections named by a refusal
 MAX_EMBEDDED = 10  # units compared with the question by the embedder
 _EMBED_CHARS = 160
-LONG_QUESTION = 25  # words: a longer question is read sentence by sentence (_focus)
-MAX_PARTS = 3
-_SENTENCE_END = re.compile(r"(?<=[.?!。？！])\s+|(?<=[。？！])")
-_HISTORY_WEIGHT = 0.5
 _LABEL = 0.5  # a short line without a full stop is a label, rarely the answer
 # A line that quotes the question itself (a benchmark, an FAQ's question, an issue
 # report) matches all its words and answers none: it counts this share.
@@ -206,7 +204,7 @@ def answer_extractively(
     if not pool:
         return ExtractiveResult([], True, "No passages of the documentation match.", 0.0, covered)
     prior = word_prior(index.model_dir) if index is not None and model in WITH_PRIOR else None
-    weights = _weights(question, history, pool, index, prior)
+    weights = question_weights(question, history, pool, index, prior)
     sections = read_sections(pool, index)
     scored = [
         _Scored(u, i)
@@ -247,7 +245,7 @@ def answer_extractively(
     scale = SEMANTIC_SCALES.get(model)
     focus: str | None = None
     if embedder is not None and index is not None:
-        question_vector, similarity, focus = _focus(
+        question_vector, similarity, focus = focus_of(
             question, embedder, index, question_vector, similarity, mask
         )
     unit_vectors: npt.NDArray[np.float32] | None = None
@@ -351,36 +349,6 @@ def _choose_quotes(scored: list[_Scored], sections: list[Section]) -> list[Quote
     return quotes
 
 
-def _focus(
-    question: str,
-    embedder: SentenceEmbedder,
-    index: Index,
-    vector: npt.NDArray[np.float32] | None,
-    similarity: float | None,
-    mask: npt.NDArray[np.bool_] | None = None,
-) -> tuple[npt.NDArray[np.float32] | None, float | None, str | None]:
-    """The vector of the question's sentence closest to the docs, for a long question.
-
-    A question written as users write issues is mostly context ("we migrated
-    last week and now…"); one of its sentences asks. Each sentence of a long
-    question (up to :data:`MAX_PARTS`) is embedded; the one whose closest chunk
-    is closest stands for the question when it beats the whole question.
-    Returned: its vector, its best cosine and the sentence (None: the whole).
-    """
-    parts = [p.strip() for p in _SENTENCE_END.split(question) if len(p.split()) >= 3]
-    if len(question.split()) < LONG_QUESTION or len(parts) < 2:
-        return vector, similarity, None
-    best_vector, best = vector, similarity if similarity is not None else -1.0
-    chosen: str | None = None
-    for part in parts[-MAX_PARTS:]:  # the asking sentence is usually near the end
-        v = embedder.embed_query(part)
-        scores = index.dense_scores(v)
-        top = float((scores if mask is None else scores[mask]).max(initial=-1.0))
-        if top > best:
-            best_vector, best, chosen = v, top, part
-    return best_vector, best, chosen
-
-
 def _threshold(model: str, asked: str = "", index: Index | None = None) -> float:
     """The refusal threshold; a question answered through its dictionary gloss has
     its own (:data:`anchored_query.crosslingual.GLOSS_THRESHOLDS`)."""
@@ -389,45 +357,6 @@ def _threshold(model: str, asked: str = "", index: Index | None = None) -> float
         if glossed is not None:
             return glossed
     return THRESHOLDS.get(model, THRESHOLDS[""])
-
-
-def _weights(
-    question: str,
-    history: Sequence[Turn],
-    pool: Sequence[Passage],
-    index: Index | None,
-    prior: WordPrior | None = None,
-) -> dict[str, float]:
-    """Query terms -> weight: IDF over the index (or the passages), spelling corrected,
-    times how specific the word is in the language at large (:mod:`.word_prior`)."""
-    own = list(dict.fromkeys(tokenize(question)))
-    earlier = [t.content for t in history if t.role == "user"][-1:]
-    general = term_priors(" ".join([*earlier, question]), prior)
-    past = [t for q in earlier for t in dict.fromkeys(tokenize(q)) if t not in own]
-    if index is not None:
-        bm25 = index.bm25
-        own = list(dict.fromkeys(corrected(bm25, own)))
-        past = list(dict.fromkeys(corrected(bm25, past)))
-        n = bm25.n_chunks
-        indptr = bm25.indptr
-
-        def idf(term: str) -> float:
-            row = bm25.vocab.get(term)
-            if row is None:
-                return 0.0  # the docs never use it: it cannot pick a line
-            df = int(indptr[row + 1]) - int(indptr[row])
-            return math.log(1 + (n - df + 0.5) / (df + 0.5))
-    else:
-        docs = [frozenset(tokenize(" ".join([p.title, *p.heading_path, p.text]))) for p in pool]
-
-        def idf(term: str) -> float:
-            df = sum(term in d for d in docs)
-            return math.log(1 + (len(docs) - df + 0.5) / (df + 0.5)) if df else 0.0
-
-    weights = {t: idf(t) * general.get(t, 1.0) for t in own}
-    for t in past:
-        weights.setdefault(t, _HISTORY_WEIGHT * idf(t) * general.get(t, 1.0))
-    return {t: w for t, w in weights.items() if w > 0}
 
 
 def _terms(u: Unit) -> frozenset[str]:
