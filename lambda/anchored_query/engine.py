@@ -15,6 +15,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,7 +194,7 @@ class Engine:
         self._unavailable = exc.message
         exc.headers["Retry-After"] = str(max(1, math.ceil(delay)))
 
-    def _load(self, fetch: Any) -> Loaded:
+    def _load(self, fetch: Callable[[], Path]) -> Loaded:
         try:
             path = fetch()
             # Files the source verified as it wrote them are not hashed again (S3 cache).

@@ -27,17 +27,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from anchored_query.llm.base import check_timeout
+from anchored_query.llm.base import Closing, check_timeout
 
 # What a wait gets once the deadline has passed: long enough to be a timeout (a
 # socket with timeout 0 would be non-blocking, and fail as a broken connection).
 EXPIRED_WAIT_S = 0.001
 
 
-class AttemptDeadline:
+class AttemptDeadline(Closing):
     """The end of one attempt, ``seconds`` from now on a monotonic clock.
 
     Use it as a context manager: leaving it stops the watchdog.
@@ -119,17 +118,6 @@ class AttemptDeadline:
         with self._lock:
             self._closed = True
         self.release()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class _TimeLeft(dict[str, float | None]):
