@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anchored_query.engine as engine_module
 import httpx
 import pytest
 from anchored_query.app import create_app
@@ -81,7 +82,11 @@ def test_a_store_that_never_answers_is_a_503_within_the_deadline_then_recovers(
     qa_index: Path,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A back-off long enough that the next request surely comes within it, on a busy
+    # machine too (the default first wait is 1 s).
+    monkeypatch.setattr(engine_module, "COLD_RETRY_BASE_S", 4.0)
     publish(qa_index, s3.url, client=s3.client)
     stalling.silent = True
     caplog.set_level(logging.INFO)
