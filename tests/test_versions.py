@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anchored_query.engine as engine_module
 import httpx
 import pytest
 from anchored_query.app import create_app
@@ -286,7 +287,10 @@ def test_a_damaged_catalog_is_read_again_only_after_a_back_off(
     """A damaged versions.json is a 503 with Retry-After, and S3 is not asked for it again
     until then (the cold start's back-off: 1 s, then 2 s...); fixed, it is picked up at the
     first request after the wait. Before, every request read it again and got no Retry-After.
-    GETs are counted by a relay between the function and moto (tests/stallings3.py)."""
+    GETs are counted by a relay between the function and moto (tests/stallings3.py).
+    The back-off starts at 3 s here (1 s by default), so that the requests meant to come
+    within a wait do on a busy machine too."""
+    monkeypatch.setattr(engine_module, "COLD_RETRY_BASE_S", 3.0)
     with StallingS3(s3.server.endpoint_url) as relay:
         monkeypatch.setenv("AWS_ENDPOINT_URL_S3", relay.endpoint_url)
         store = f"s3://{s3.name}/docs"
@@ -299,7 +303,7 @@ def test_a_damaged_catalog_is_read_again_only_after_a_back_off(
             first = client.get("/v1/search", params={"q": "port"})
             assert first.status_code == 503, first.text
             assert "versions catalog is damaged" in first.json()["error"]["message"]
-            assert first.headers["retry-after"] == "1"
+            assert first.headers["retry-after"] == "3"
             assert relay.count(key) == 1
             for _ in range(5):  # within the wait: the same 503, no GET
                 again = client.get("/v1/search", params={"q": "port"})
@@ -307,15 +311,15 @@ def test_a_damaged_catalog_is_read_again_only_after_a_back_off(
                 assert "retry-after" in again.headers
             assert relay.count(key) == 1
 
-            time.sleep(1.1)  # the wait is over: read once more, still damaged, waits 2 s
+            time.sleep(3.1)  # the wait is over: read once more, still damaged, waits 6 s
             second = client.get("/v1/search", params={"q": "port"})
-            assert second.status_code == 503 and second.headers["retry-after"] == "2"
+            assert second.status_code == 503 and second.headers["retry-after"] == "6"
             assert relay.count(key) == 2
 
             s3.client.put_object(Bucket=s3.name, Key=key, Body=good)
             assert client.get("/v1/search", params={"q": "port"}).status_code == 503
             assert relay.count(key) == 2
-            time.sleep(2.1)
+            time.sleep(6.1)
             fixed = client.get("/v1/search", params={"q": "port"})
             assert fixed.status_code == 200, fixed.text
             assert fixed.json()["version"] == "1.0"
