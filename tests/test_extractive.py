@@ -24,7 +24,7 @@ from anchored_query.extractive import (
 from anchored_query.pointers import named_headings
 from anchored_query.prompt import estimate_tokens
 from anchored_query.quote import guess_language, render, section_units
-from anchored_query.retrieval import Retriever
+from anchored_query.retrieval import Ranking, Retriever
 from anchored_query.spelling import edit_distance
 from anchored_query.types import Passage, Turn
 from anchored_query.word_prior import WordPrior, term_priors, word_prior
@@ -112,14 +112,19 @@ def retriever(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     return Retriever(index, Embedder(ModelSpec.from_dir(index.model_dir)))
 
 
-def ask(retriever: Retriever, question: str, history: list[Turn] | None = None) -> dict[str, Any]:
-    history = history or []
-    earlier = [t.content for t in history if t.role == "user"][-1:]
-    variants = [question, *(f"{q} {question}" for q in earlier)]
+def retrieved(retriever: Retriever, variants: list[str]) -> tuple[Ranking, list[Passage]]:
+    """The ranking and passages the extractive ``/v1/ask`` answers from."""
     hits = retriever.rank(variants)
     passages = retriever.passages(
         hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
     )
+    return hits, passages
+
+
+def ask(retriever: Retriever, question: str, history: list[Turn] | None = None) -> dict[str, Any]:
+    history = history or []
+    earlier = [t.content for t in history if t.role == "user"][-1:]
+    hits, passages = retrieved(retriever, [question, *(f"{q} {question}" for q in earlier)])
     return answer_extractive(
         question,
         passages,
@@ -220,10 +225,7 @@ def test_refuses_an_off_topic_question_and_names_the_closest_sections(
 
 def quoted(retriever: Retriever, question: str) -> ExtractiveResult:
     """The answerer's result for ``question``, never refused (what it would quote)."""
-    hits = retriever.rank([question])
-    passages = retriever.passages(
-        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
-    )
+    hits, passages = retrieved(retriever, [question])
     return answer_extractively(
         question,
         passages,
@@ -497,10 +499,7 @@ def test_the_refusal_evidence_weighs_unknown_words_by_the_word_prior(
     # The refusal model was fitted with the word prior in its evidence: an unknown
     # common word ("week") counts less than an unknown specific one would.
     question = "How do I set a timeout per request, it broke last week?"
-    hits = retriever.rank([question])
-    passages = retriever.passages(
-        hits, token_budget=4000, max_passages=EXTRACTIVE_PASSAGES, estimate_tokens=estimate_tokens
-    )
+    hits, passages = retrieved(retriever, [question])
     result = answer_extractively(
         question,
         passages,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from anchored_query.quote import Unit, section_units
 from anchored_query.quote_window import SHORT_SECTION, Section, quote_window
-from anchored_query.types import Passage
+from passages import make_passage
 
 # Prose that pads a section past SHORT_SECTION without matching anything.
 FILLER = [
@@ -29,15 +29,12 @@ def _section(parts: list[tuple[str, str]]) -> Section:
         offset += len(part)
     chunks = [{"type": "text", "offsets": (0, len(text))}]
     units = section_units(text, chunks, code)
-    passage = Passage(
-        n=1,
+    passage = make_passage(
+        text,
         chunk_ids=["c"],
         section_id="page/#s",
-        page="page/",
         anchor="s",
-        title="Page",
         heading_path=["Section"],
-        text=text,
         highlight="",
         score=1.0,
     )
@@ -46,6 +43,12 @@ def _section(parts: list[tuple[str, str]]) -> Section:
 
 def _unit(section: Section, start: str) -> Unit:
     return next(u for u in section.units if u.text.startswith(start))
+
+
+def _window(section: Section, start: str) -> list[Unit]:
+    """The window quoted around the unit starting with ``start``, the only one scored."""
+    best = _unit(section, start)
+    return quote_window(section, best, {id(best): 1.0}, 1.0)
 
 
 def _texts(window: list[Unit]) -> list[str]:
@@ -62,8 +65,7 @@ def test_prose_brings_its_example_behind_a_short_for_example() -> None:
         ]
     )
     assert sum(len(u.text) for u in s.units) > SHORT_SECTION
-    best = _unit(s, "If you want")
-    window = quote_window(s, best, {id(best): 1.0}, 1.0)
+    window = _window(s, "If you want")
     assert _texts(window) == [
         "If you want to connect to an explicit IP address, use this extension.",
         "For example:",
@@ -80,8 +82,7 @@ def test_a_long_line_ending_in_a_colon_is_not_taken_as_the_example_s_lead_in() -
             *(("prose", f) for f in FILLER),
         ]
     )
-    best = _unit(s, "If you want")
-    assert _texts(quote_window(s, best, {id(best): 1.0}, 1.0)) == [best.text]
+    assert _texts(_window(s, "If you want")) == [_unit(s, "If you want").text]
 
 
 def test_content_tab_labels_of_several_words_still_bring_one_block_each() -> None:
@@ -95,8 +96,7 @@ def test_content_tab_labels_of_several_words_still_bring_one_block_each() -> Non
             *(("prose", f) for f in FILLER),
         ]
     )
-    best = _unit(s, "Two types")
-    window = quote_window(s, best, {id(best): 1.0}, 1.0)
+    window = _window(s, "Two types")
     assert [u.kind for u in window] == ["prose", "prose", "prose", "code", "code"]
     assert "content.action.view" in window[-1].text
 
@@ -112,8 +112,7 @@ def test_a_lead_in_taken_in_above_a_label_brings_its_block() -> None:
             *(("prose", f) for f in FILLER),
         ]
     )
-    best = _unit(s, "Light mode")  # a tab's label matched the question best
-    window = quote_window(s, best, {id(best): 1.0}, 1.0)
+    window = _window(s, "Light mode")  # a tab's label matched the question best
     assert [u.kind for u in window] == ["prose", "prose", "prose", "code", "code"]
 
 
@@ -130,7 +129,6 @@ def test_a_section_up_to_short_section_is_quoted_whole() -> None:
         ]
     )
     assert 400 < sum(len(u.text) for u in s.units) <= SHORT_SECTION
-    best = _unit(s, "Allows a custom")
-    window = quote_window(s, best, {id(best): 1.0}, 1.0)
+    window = _window(s, "Allows a custom")
     assert len(window) == len(s.units)
     assert any("directory_a" in u.text for u in window)

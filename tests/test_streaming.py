@@ -523,16 +523,8 @@ def test_a_cold_load_counts_against_the_requests_one_deadline(
     monkeypatch.setattr(LocalIndexSource, "fetch", slow_fetch)
     with FakeOpenAIServer() as srv:
         srv.script(*[Hang()] * 4)
-        settings = Settings(
-            index=str(qa_index),
-            cache_dir=str(tmp_path / "c"),
-            feedback=str(tmp_path / "f"),
-            refresh_s=0,
-            llm_provider="openai",
-            llm_model="m",
-            llm_base_url=srv.url,
-            llm_timeout_s=60.0,
-            deadline_s=deadline_s,
+        settings = settings_for(
+            qa_index, tmp_path, srv.url, llm_timeout_s=60.0, deadline_s=deadline_s
         )
         with TestClient(create_app(settings)) as client:
             t0 = time.monotonic()

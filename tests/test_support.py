@@ -19,6 +19,7 @@ from anchored_query.support import (
     restates_headings,
 )
 from anchored_query.types import Passage
+from passages import make_passage
 
 from build_index.embedder import Embedder, ModelSpec, get_model
 from build_index.index_format import read_index
@@ -182,23 +183,9 @@ def test_pairing_in_a_list_of_options(sentence: str, conflicts: list[str]) -> No
     assert pairing_conflicts(sentence, [p]) == conflicts
 
 
-def _page(text: str) -> Passage:
-    return Passage(
-        n=1,
-        chunk_ids=["p~0"],
-        section_id="p",
-        page="page/",
-        anchor="p",
-        title="Page",
-        heading_path=["Page"],
-        text=text,
-        highlight=text,
-    )
-
-
 def test_a_number_qualified_by_another_numbers_word_conflicts() -> None:
     # Recorded on real answers: the two sizes swapped; every word and number occurs.
-    package = _page("The function's package is 171 MB unzipped and 58 MB zipped.")
+    package = make_passage("The function's package is 171 MB unzipped and 58 MB zipped.")
     assert qualifier_conflicts("The package is 58 MB unzipped and 171 MB zipped.", [package])
     assert not qualifier_conflicts("The package is 171 MB unzipped and 58 MB zipped.", [package])
     # The shared unit decides nothing; a word the passage never puts after a number neither.
@@ -208,7 +195,7 @@ def test_a_number_qualified_by_another_numbers_word_conflicts() -> None:
 
 
 def test_code_shown_must_be_the_passages_own() -> None:
-    serve = _page(
+    serve = make_passage(
         "Determines the address used when running mkdocs serve.\n"
         "dev_addr: '127.0.0.1:8000'\n"
         "httpx.get('https://example.org', timeout=None)"
@@ -241,7 +228,7 @@ def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
     assert foreign_terms("Use <b>bold</b> with the class.", vocabulary, tagged) == []
     assert foreign_terms("Use <b>NTLM</b> with the class.", vocabulary, tagged) == ["ntlm"]
     # a sentence naming it is not supported by any passage, whatever it cites
-    page = _page("Use the NetRCAuth class to configure HTTPX with .netrc authentication.")
+    page = make_passage("Use the NetRCAuth class to configure HTTPX with .netrc authentication.")
     checked = verify(
         [ParsedSentence(text, [1])],
         {1: page},
