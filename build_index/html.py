@@ -33,7 +33,19 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from .html_guard import MAX_PAGE_CHARS, check_html, page_name
 from .types import ChunkType, PageInput, Section
 
-__all__ = ["MAX_PAGE_CHARS", "Block", "extract_section_blocks", "extract_sections", "page_name"]
+__all__ = [
+    "MAX_PAGE_CHARS",
+    "Block",
+    "classes",
+    "code_language",
+    "code_text",
+    "content_root",
+    "extract_section_blocks",
+    "extract_sections",
+    "heading_anchor",
+    "normalise",
+    "page_name",
+]
 
 
 @dataclass(frozen=True)
@@ -105,20 +117,32 @@ def extract_sections(page: PageInput) -> list[Section]:
 
 def extract_section_blocks(page: PageInput) -> list[tuple[Section, list[Block]]]:
     """Like ``extract_sections``, with the blocks each section's text is made of."""
+    root = content_root(page)
+    if root is None:
+        return []
+    builder = _Builder(page)
+    _Walker(builder).walk(root, in_block=False, depth=0)
+    return builder.finish()
+
+
+def content_root(page: PageInput) -> LexborNode | None:
+    """The element holding the page's readable content, non-content already removed.
+
+    The one reading of a page that the index (``extract_section_blocks``) and the
+    Markdown twin (``markdown_twin.page_markdown``) share; ``None`` for an empty page.
+    Raises ``PageError`` (naming the page) for input that is not HTML at all.
+    """
     html = check_html(page)
     if not html.strip():
-        return []
+        return None
     full_document = bool(_FULL_DOCUMENT.search(html, 0, 4096))
     # A fragment is body content. Parsed bare, a leading <noscript> would open in
     # <head>, and lexbor (scripting off) would then move its text into the body.
     tree = LexborHTMLParser(html if full_document else "<body>" + html)
     root = _content_root(tree, full_document=full_document)
-    if root is None:
-        return []
-    _drop_non_content(root)
-    builder = _Builder(page)
-    _Walker(builder).walk(root, in_block=False, depth=0)
-    return builder.finish()
+    if root is not None:
+        _drop_non_content(root)
+    return root
 
 
 def _content_root(tree: LexborHTMLParser, *, full_document: bool) -> LexborNode | None:
@@ -158,14 +182,14 @@ def _drop_non_content(root: LexborNode) -> None:
             node.decompose()
 
 
-def _code_language(pre: LexborNode) -> str:
+def code_language(pre: LexborNode) -> str:
     """The fence language of a ``<pre>`` block: a ``language-X`` (or ``lang-X``,
     Sphinx's ``highlight-X``) class on its ``<code>``, itself or the two elements
     around it (Python-Markdown, pymdownx.highlight, Pygments, Sphinx); ``""`` if none."""
     code = pre.css_first("code")
     nodes = [code, pre, pre.parent, pre.parent.parent if pre.parent is not None else None]
     for node in nodes:
-        for name in _classes(node) if node is not None else []:
+        for name in classes(node) if node is not None else []:
             match = _LANGUAGE_CLASS.fullmatch(name.lower())
             if match and match.group(1) not in ("none", "default"):
                 return match.group(1)
@@ -175,19 +199,24 @@ def _code_language(pre: LexborNode) -> str:
 _LANGUAGE_CLASS = re.compile(r"(?:language|lang|highlight)-([a-z0-9][a-z0-9_+#.-]{0,31})")
 
 
-def _normalise(text: str) -> str:
+def code_text(pre: LexborNode) -> str:
+    """A ``<pre>`` block's code as the page shows it (its own newlines, no control characters)."""
+    return _CODE_CONTROL.sub("", pre.text(deep=True)).strip("\n")
+
+
+def normalise(text: str) -> str:
     """Collapse whitespace runs to one space and drop control characters."""
     if _CONTROL.search(text):
         text = _CONTROL.sub("", text)
     return " ".join(text.split())
 
 
-def _classes(node: LexborNode) -> list[str]:
+def classes(node: LexborNode) -> list[str]:
     value = node.attributes.get("class")
     return value.split() if value else []
 
 
-def _heading_anchor(node: LexborNode) -> str:
+def heading_anchor(node: LexborNode) -> str:
     """The id a heading can be linked by: its own, an ``<a id|name>`` inside, or its section's."""
     own = node.attributes.get("id")
     if own:
@@ -328,17 +357,17 @@ class _Walker:
                 inline.append(child.text(deep=True))
                 continue
             if inline:
-                out.line(_normalise("".join(inline)))
+                out.line(normalise("".join(inline)))
                 inline = []
             if tag == "br":
                 continue
             if depth >= _MAX_DEPTH:
-                out.line(_normalise(child.text(deep=True)))
+                out.line(normalise(child.text(deep=True)))
             elif tag in _HEADINGS:
                 self.heading(child, tag)
             elif tag == "pre":
                 self.code(child, in_block)
-            elif tag == "table" and "highlighttable" not in _classes(child):
+            elif tag == "table" and "highlighttable" not in classes(child):
                 self.table(child, in_block)
             elif in_block:
                 self.walk(child, in_block=True, depth=depth + 1)
@@ -351,31 +380,31 @@ class _Walker:
                     self.walk(child, in_block=True, depth=depth + 1)
                     out.close_block()
         if inline:
-            out.line(_normalise("".join(inline)))
+            out.line(normalise("".join(inline)))
 
     @staticmethod
     def block_type(node: LexborNode, tag: str) -> ChunkType | None:
         """The chunk type a top-level element starts, or None for a plain container."""
         if tag in _LISTS:
             return "list"
-        if tag == "details" or any("admonition" in name for name in _classes(node)):
+        if tag == "details" or any("admonition" in name for name in classes(node)):
             return "admonition"
         if tag in _TEXT_BLOCKS:
             return "text"
         return None
 
     def heading(self, node: LexborNode, tag: str) -> None:
-        title = _normalise(node.text(deep=True))
+        title = normalise(node.text(deep=True))
         excluded = "data-search-exclude" in node.attributes
-        if not self.out.heading(int(tag[1]), _heading_anchor(node), title, excluded):
+        if not self.out.heading(int(tag[1]), heading_anchor(node), title, excluded):
             # Not linkable: its text is still visible content of the current section.
             self.out.line(title)
 
     def code(self, node: LexborNode, in_block: bool) -> None:
-        text = _CODE_CONTROL.sub("", node.text(deep=True)).strip("\n")
+        text = code_text(node)
         if not text.strip():
             return
-        language = _code_language(node)
+        language = code_language(node)
         if in_block:
             self.out.code_line(text, language)
         else:
@@ -409,7 +438,7 @@ def _table_rows(table: LexborNode) -> tuple[list[str], list[str], str]:
     for part in table.iter():
         tag = part.tag
         if tag == "caption":
-            caption = _normalise(part.text(deep=True))
+            caption = normalise(part.text(deep=True))
         elif tag == "tr":
             _add_row(part, rows, header, in_head=False)
         elif tag in ("thead", "tbody", "tfoot"):
@@ -425,7 +454,7 @@ def _add_row(tr: LexborNode, rows: list[str], header: list[str], *, in_head: boo
     for cell in tr.iter():
         if cell.tag in ("td", "th"):
             all_th = all_th and cell.tag == "th"
-            cells.append(_normalise(cell.text(deep=True)))
+            cells.append(normalise(cell.text(deep=True)))
     if not any(cells):
         return
     text = " | ".join(cells).strip()

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from .errors import AnchoredError
 from .types import PageInput
 
-__all__ = ["pages_from_site_dir"]
+__all__ = ["pages_from_site_dir", "site_name_of"]
 
 log = logging.getLogger("anchored")
 
@@ -66,7 +66,7 @@ def pages_from_site_dir(
     if not root.is_dir():
         raise AnchoredError(f"site directory not found: {root} (build the site first)")
     searchable = _searchable_pages(root)
-    site_name = _site_name(root)
+    site_name = site_name_of(root)
     for path in _html_files(root):
         relative = path.relative_to(root).as_posix()
         try:
@@ -131,7 +131,7 @@ def _clean_title(markup: str) -> str:
     return " ".join(html_lib.unescape(text).split())
 
 
-def _site_name(root: Path) -> str:
+def site_name_of(root: Path) -> str:
     """The site name as the home page's title shows it ("Page - Site" -> "Site")."""
     try:
         with (root / "index.html").open("rb") as home:

@@ -1,0 +1,275 @@
+"""``llms.txt``, ``llms-full.txt`` and a Markdown twin of every page, written into a built site.
+
+The MkDocs plugin (``on_post_build``) and ``anchored index --inject`` / ``anchored
+llms`` (any built static site) call ``write_llms`` with the same pages the index
+reads; ``markdown_twin`` makes each page's Markdown from the index's own reading
+of the page.
+
+``llms.txt`` follows https://llmstxt.org: ``# Site name``, ``> description``, then
+the nav's sections as ``## Section`` file lists, each page as
+``- [Title](URL of its twin): one-line summary``. A nav section nested in another
+is its own list, named by its path (``## User guide / Configuration``); pages at
+the top of the nav are listed under ``## Docs``; pages the nav does not list come
+last, under ``## Optional`` (the format's section of links an agent may skip).
+Without a nav every page is under ``## Docs`` in URL order, the home page first.
+
+``llms-full.txt`` is the same header, then every page's twin in the same order,
+each after a ``---`` rule and a ``Source:`` line with the page's URL.
+
+Writing is incremental: a file whose content is unchanged is not rewritten.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import logging
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .chunking import is_excluded
+from .errors import PageError
+from .markdown_twin import SiteLinks, Twin, page_markdown, twin_path
+from .types import PageInput
+
+__all__ = [
+    "LlmsOptions",
+    "LlmsReport",
+    "NavItem",
+    "NavSection",
+    "nav_sections",
+    "site_base",
+    "write_llms",
+]
+
+log = logging.getLogger("anchored")
+
+LLMS_TXT = "llms.txt"
+LLMS_FULL_TXT = "llms-full.txt"
+TOP_SECTION = "Docs"
+UNLISTED_SECTION = "Optional"
+_META_DESCRIPTION = re.compile(
+    r"<meta\b[^>]*\bname=[\"']description[\"'][^>]*\bcontent=[\"']([^\"']*)[\"']",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class LlmsOptions:
+    """What to write (each can be turned off) and which pages to leave out (URL globs,
+    as ``chunking.is_excluded``: a page the index leaves out is left out here too)."""
+
+    llms_txt: bool = True
+    llms_full_txt: bool = True
+    twins: bool = True
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def anything(self) -> bool:
+        return self.llms_txt or self.llms_full_txt or self.twins
+
+
+@dataclass(frozen=True)
+class NavItem:
+    """One entry of a site's navigation: a page (``url``), a section (``children``), or
+    a section with its own index page (both)."""
+
+    title: str
+    url: str | None = None
+    children: tuple[NavItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class NavSection:
+    """One ``## title`` file list of ``llms.txt``: page URLs in nav order, with the
+    title the nav gives each (``""``: the page's own)."""
+
+    title: str
+    pages: list[str] = field(default_factory=list)
+    titles: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LlmsReport:
+    pages: int  # pages written as twins / listed
+    written: tuple[str, ...]  # files (relative to the site folder) written this time
+    unchanged: int  # files left as they were
+    warnings: tuple[str, ...] = ()
+
+
+def site_base(site_url: str | None, version: str = "") -> str:
+    """Where the site root is published: ``site_url`` (plus the version folder under
+    mike), else ``/`` (links root-relative)."""
+    base = (site_url or "/").rstrip("/") + "/"
+    if version:
+        base += version.strip("/") + "/"
+    return base
+
+
+def nav_sections(items: Sequence[NavItem]) -> list[NavSection]:
+    """The nav as ``llms.txt`` sections: top-level pages under ``Docs``, every section
+    (at any depth) holding pages as its own list named by its path."""
+    sections: dict[str, NavSection] = {}
+
+    def add(title: str, url: str, page_title: str) -> None:
+        section = sections.setdefault(title, NavSection(title))
+        if url not in section.pages:
+            section.pages.append(url)
+            section.titles[url] = page_title
+
+    def walk(item: NavItem, path: tuple[str, ...]) -> None:
+        if not item.children:
+            if item.url is not None:
+                add(" / ".join(path) if path else TOP_SECTION, item.url, item.title)
+            return
+        inner = (*path, item.title or "Pages")
+        if item.url is not None:
+            add(" / ".join(inner), item.url, item.title)
+        for child in item.children:
+            walk(child, inner)
+
+    for item in items:
+        walk(item, ())
+    return [section for section in sections.values() if section.pages]
+
+
+def write_llms(
+    site_dir: Path,
+    pages: Iterable[PageInput],
+    *,
+    site_name: str,
+    description: str = "",
+    base: str = "/",
+    nav: Sequence[NavItem] | None = None,
+    options: LlmsOptions | None = None,
+) -> LlmsReport:
+    """Write the twins, ``llms.txt`` and ``llms-full.txt`` of ``pages`` into ``site_dir``.
+
+    ``base`` is ``site_base(...)``. A page that cannot be read is left out with a
+    warning (logged on the ``anchored`` logger and returned).
+    """
+    options = options or LlmsOptions()
+    kept = {page.url: page for page in pages if not is_excluded(page, options.exclude)}
+    if not options.anything or not kept:
+        return LlmsReport(pages=0, written=(), unchanged=0)
+    links = SiteLinks(base, frozenset(kept) if options.twins else frozenset())
+    twins: dict[str, Twin] = {}
+    warnings: list[str] = []
+    for url, page in kept.items():
+        try:
+            twins[url] = page_markdown(page, links)
+        except PageError as exc:
+            warnings.append(f"{exc} (no Markdown twin)")
+            log.warning("anchored: %s (no Markdown twin)", exc)
+    sections = _ordered_sections(nav, twins)
+    files: dict[str, str] = {}
+    if options.twins:
+        for url, twin in twins.items():
+            files[twin_path(url)] = twin.markdown
+    header = _header(site_name, description)
+    if options.llms_txt:
+        files[LLMS_TXT] = _llms_txt(header, sections, kept, twins, links)
+    if options.llms_full_txt:
+        files[LLMS_FULL_TXT] = _llms_full(header, sections, twins, links)
+    written: list[str] = []
+    for name, text in files.items():
+        if _write_if_changed(site_dir / name, text):
+            written.append(name)
+    return LlmsReport(
+        pages=len(twins),
+        written=tuple(written),
+        unchanged=len(files) - len(written),
+        warnings=tuple(warnings),
+    )
+
+
+def _ordered_sections(nav: Sequence[NavItem] | None, twins: dict[str, Twin]) -> list[NavSection]:
+    """The nav's sections with only pages that have a twin, then the unlisted pages."""
+    sections: list[NavSection] = []
+    listed: set[str] = set()
+    for section in nav_sections(nav or ()):
+        urls = [url for url in section.pages if url in twins and url not in listed]
+        listed.update(urls)
+        if urls:
+            sections.append(NavSection(section.title, urls, section.titles))
+    rest = sorted((url for url in twins if url not in listed), key=lambda u: (u != "", u))
+    if rest:
+        title = UNLISTED_SECTION if sections else TOP_SECTION
+        sections.append(NavSection(title, rest))
+    return sections
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _header(site_name: str, description: str) -> str:
+    header = f"# {_one_line(site_name) or 'Documentation'}\n"
+    if _one_line(description):
+        header += f"\n> {_one_line(description)}\n"
+    return header
+
+
+def _summary(page: PageInput, twin: Twin) -> str:
+    """The page's own description (front matter, else its ``<meta>`` when it is not the
+    site's), else its first paragraph."""
+    described = page.meta.get("description")
+    if isinstance(described, str) and _one_line(described):
+        return _one_line(described)
+    return twin.summary
+
+
+def _llms_txt(
+    header: str,
+    sections: list[NavSection],
+    pages: dict[str, PageInput],
+    twins: dict[str, Twin],
+    links: SiteLinks,
+) -> str:
+    lines = [header]
+    for section in sections:
+        lines.append(f"## {_one_line(section.title)}\n")
+        for url in section.pages:
+            page, twin = pages[url], twins[url]
+            title = _one_line(section.titles.get(url) or page.title) or url or "Home"
+            title = title.replace("[", "(").replace("]", ")")
+            summary = _summary(page, twin)
+            target = links.page(url).replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+            lines.append(f"- [{title}]({target})" + (f": {summary}" if summary else ""))
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _llms_full(
+    header: str, sections: list[NavSection], twins: dict[str, Twin], links: SiteLinks
+) -> str:
+    parts = [header]
+    for section in sections:
+        for url in section.pages:
+            source = links.base + url
+            parts.append(f"---\n\nSource: <{source}>\n\n{twins[url].markdown}")
+    return "\n".join(parts)
+
+
+def page_description(html: str, site_description: str) -> str:
+    """A built page's ``<meta name="description">`` when it is its own (not the site's)."""
+    found = _META_DESCRIPTION.search(html, 0, 64 * 1024)
+    text = _one_line(html_lib.unescape(found.group(1))) if found else ""
+    return "" if text == _one_line(site_description) else text
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless it already holds exactly that; True if written."""
+    data = text.encode("utf-8")
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.anchored-tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return True
