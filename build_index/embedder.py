@@ -172,6 +172,11 @@ class Embedder:
         vec: FloatArray = self._embed([self.spec.query_prefix + text], None, None)[0]
         return vec
 
+    def embed_queries(self, texts: Sequence[str]) -> FloatArray:
+        """Embed several queries at once (``query_prefix`` applied): float32
+        ``(len(texts), dim)``, row ``i`` what :meth:`embed_query` gives text ``i``."""
+        return self._embed([self.spec.query_prefix + t for t in texts], None, None)
+
     def _embed(
         self,
         texts: list[str],

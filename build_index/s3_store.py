@@ -9,7 +9,7 @@ Here: locations (``S3Location``), the pointer (``Pointer``), a manifest's files
 (``ManifestFiles``), checksums as S3 carries them, reading ``current.json``, and the
 conditional PUT (``put_json_if_unchanged``) that ``current.json`` and the versions
 catalog are replaced with. :mod:`build_index.publish` writes builds with these;
-``anchored_query.index_store`` reads them.
+``anchored_query.store.source`` reads them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 # of the function URL into an HTTP request to it and streams the response back
 # (AWS_LWA_INVOKE_MODE=response_stream). The app is asgi.py's: the one handler.py serves
 # through Mangum. One worker: Lambda sends an instance one request at a time. No proxy
-# headers: the reader is the adapter's request context (anchored_query/web_adapter.py),
+# headers: the reader is the adapter's request context (anchored_query/serve/web_adapter.py),
 # never the X-Forwarded-For a client writes.
 cd "${LAMBDA_TASK_ROOT:-$(dirname "$0")}" || exit 1
 PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}" exec python -m uvicorn asgi:app \

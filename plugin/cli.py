@@ -68,7 +68,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
-    from anchored_query.app import create_app
+    from anchored_query.serve.app import create_app
     from anchored_query.settings import Settings
     from mkdocs.commands.build import build as mkdocs_build
     from mkdocs.config import load_config

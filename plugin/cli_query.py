@@ -36,8 +36,8 @@ def _engine(index: str, one_shot: bool = True) -> Any:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from anchored_query.retrieval import Scope
-    from anchored_query.validation import AskRequest
+    from anchored_query.question.validation import AskRequest
+    from anchored_query.types import Scope
 
     engine = _engine(args.index)
     try:
@@ -58,7 +58,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if result.get("reason"):  # the LLM answer was replaced by the extractive one: say why
         print(f"Note: {result['reason']} ({result.get('fallback', '')}).\n")
     if result.get("tentative"):  # the evidence falls short of a sure answer
-        from anchored_query.extractive_answer import TENTATIVE
+        from anchored_query.answer.extractive_answer import TENTATIVE
 
         print(f"Note: {TENTATIVE}\n")
     if result["abstained"]:
@@ -114,8 +114,8 @@ def _write_jsonl(rows: Any, out: str | None) -> int:
 
 
 def _eval_from_log(args: argparse.Namespace) -> int:
-    from anchored_query.evaluation import golden_from_log, labelling_sheet
-    from anchored_query.querylog import ReadStats, read_records
+    from anchored_query.owner.evaluation import golden_from_log, labelling_sheet
+    from anchored_query.owner.querylog import ReadStats, read_records
 
     stats = ReadStats()
     asks = read_records(args.from_log, "asks", stats=stats)
@@ -142,7 +142,7 @@ def _eval_from_log(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from anchored_query.evaluation import GATES, evaluate, gate_failures, load_questions
+    from anchored_query.owner.evaluation import GATES, evaluate, gate_failures, load_questions
 
     if args.from_log:
         return _eval_from_log(args)
@@ -182,8 +182,8 @@ def _day(value: str | None) -> Any:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from anchored_query.report import cluster_gaps, collect, index_outline, threshold_for
-    from anchored_query.report_html import render_html, render_markdown
+    from anchored_query.owner.report import cluster_gaps, collect, index_outline, threshold_for
+    from anchored_query.owner.report_html import render_html, render_markdown
 
     report = collect(args.log, since=_day(args.since), until=_day(args.until))
     embedder = None
@@ -223,7 +223,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from anchored_query.mcp_tools import serve_stdio
+    from anchored_query.serve.mcp_tools import serve_stdio
 
     # stdout is the protocol: logs go to stderr (logging's default stream), nothing printed.
     # Each question keeps the function's deadline; a slow first download goes on between

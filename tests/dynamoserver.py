@@ -124,8 +124,8 @@ def dynamo_table(aws_env: MotoS3, monkeypatch: pytest.MonkeyPatch) -> Iterator[D
     moto still applies is retried and counted twice.
     """
     serialise_item_writes()
-    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_READ_TIMEOUT_S", 20.0)
-    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_CONNECT_TIMEOUT_S", 10.0)
+    monkeypatch.setattr("anchored_query.guard.shared_state.DYNAMODB_READ_TIMEOUT_S", 20.0)
+    monkeypatch.setattr("anchored_query.guard.shared_state.DYNAMODB_CONNECT_TIMEOUT_S", 10.0)
     client = aws_client(aws_env, "dynamodb")
     name = f"anchored-state-{uuid.uuid4().hex[:12]}"
     create_table(client, name)
@@ -140,7 +140,7 @@ def count_in_sqlite(path: str, tries: int, limit: int = 50) -> int:
 
     Here (a light module) so that a spawned test process need not import the app.
     """
-    from anchored_query.shared_state import SQLiteCounters
+    from anchored_query.guard.shared_state import SQLiteCounters
 
     store = SQLiteCounters(path)
     return sum(

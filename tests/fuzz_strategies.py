@@ -6,9 +6,9 @@ test run) and ``tests/bench/fuzz.py`` (10,000+ cases per target). Four targets:
 * ``chunker``: ``build_index.chunking.chunk_page`` on generated HTML (well-formed
   trees, tag soups, pathological pages);
 * ``tokenizer``: ``build_index.tokenizer.tokenize`` on any Unicode text;
-* ``citations``: ``anchored_query.citations.parse_answer`` / ``verify`` /
+* ``citations``: ``anchored_query.citations.verify.parse_answer`` / ``verify`` /
   ``renumber`` on arbitrary model output against a random context;
-* ``api``: ``anchored_query.validation`` and the real Starlette app (TestClient
+* ``api``: ``anchored_query.question.validation`` and the real Starlette app (TestClient
   and raw ASGI) on arbitrary bodies, query strings and headers.
 
 Every ``check_*`` function raises ``AssertionError`` when an invariant breaks
@@ -29,12 +29,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from anchored_query.citations import parse_answer, renumber, verify
+from anchored_query.citations.sentences import CITATION_MARKER, outside_code
+from anchored_query.citations.verify import parse_answer, renumber, verify
 from anchored_query.errors import QueryError
-from anchored_query.sentences import CITATION_MARKER, outside_code
+from anchored_query.question.validation import (
+    parse_ask,
+    parse_feedback,
+    parse_json_body,
+    parse_search,
+)
 from anchored_query.settings import Settings
 from anchored_query.types import Passage
-from anchored_query.validation import parse_ask, parse_feedback, parse_json_body, parse_search
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 

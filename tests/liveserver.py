@@ -76,7 +76,7 @@ class ThreadedServer(Running):
 
 
 class AppProcess(Running):
-    """``python -m uvicorn anchored_query.app:create_app --factory`` in a subprocess.
+    """``python -m uvicorn anchored_query.serve.app:create_app --factory`` in a subprocess.
 
     The app reads its settings from ``env`` (``ANCHORED_*``). ``command`` runs
     something else instead (``--port`` is appended), e.g. ``anchored serve``.
@@ -103,7 +103,7 @@ class AppProcess(Running):
                 sys.executable,
                 "-m",
                 "uvicorn",
-                "anchored_query.app:create_app",
+                "anchored_query.serve.app:create_app",
                 "--factory",
                 "--host",
                 HOST,

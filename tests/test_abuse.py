@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 import pytest
-from anchored_query.app import RateLimiter, create_app
-from anchored_query.feedback import MAX_RECORD_BYTES
+from anchored_query.owner.feedback import MAX_RECORD_BYTES
+from anchored_query.serve.app import RateLimiter, create_app
 from appsettings import settings_for
 from fakes import (
     Behaviour,
@@ -800,7 +800,7 @@ def test_no_aws_credential_in_logs_or_responses_with_bedrock(
 
 
 def test_the_log_filter_masks_secrets_not_placeholders(caplog: pytest.LogCaptureFixture) -> None:
-    from anchored_query import logsafe
+    from anchored_query.guard import logsafe
 
     key = "sk-" + uuid.uuid4().hex
     logsafe.protect(key, "testing")  # "testing": moto's credentials, not a secret

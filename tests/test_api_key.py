@@ -8,10 +8,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import anchored_query.api_key as api_key
+import anchored_query.guard.api_key as api_key
 import pytest
-from anchored_query.api_key import SecretError, resolve_api_key
 from anchored_query.engine import make_client_from
+from anchored_query.guard.api_key import SecretError, resolve_api_key
 from anchored_query.settings import Settings, SettingsError
 from dynamoserver import aws_client, aws_env
 from fakes import FakeOpenAIServer

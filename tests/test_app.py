@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from starlette.testclient import TestClient
 

@@ -16,22 +16,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import anchored_query.shared_state as shared_state
+import anchored_query.guard.shared_state as shared_state
 import pytest
-from anchored_query.app import create_app
-from anchored_query.budget import (
+from anchored_query.engine import Engine
+from anchored_query.errors import LLMError
+from anchored_query.guard.budget import (
     Budget,
     BudgetedClient,
     BudgetExceeded,
     BudgetLimits,
     input_token_bound,
 )
-from anchored_query.engine import Engine
-from anchored_query.errors import LLMError
+from anchored_query.guard.shared_state import DynamoDBCounters, MemoryCounters, StateUnavailable
 from anchored_query.llm import ChatMessage, Completion
+from anchored_query.question.validation import parse_ask
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings, SettingsError
-from anchored_query.shared_state import DynamoDBCounters, MemoryCounters, StateUnavailable
-from anchored_query.validation import parse_ask
 from dynamoserver import DynamoTable, aws_env, dynamo_table
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from s3server import moto_s3

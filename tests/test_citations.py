@@ -5,14 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from anchored_query.citations import (
+from anchored_query.citations.links import citation_link
+from anchored_query.citations.verify import (
     PREVIEW_CHARS,
     VerifiedAnswer,
     parse_answer,
     renumber,
     verify,
 )
-from anchored_query.links import citation_link
 from anchored_query.types import AnswerSentence, Passage
 
 DEV_ADDR = (

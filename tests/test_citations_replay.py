@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.citations import parse_answer, verify
-from anchored_query.prompt import echoes_instructions
-from anchored_query.support import make_support
+from anchored_query.answer.prompt import echoes_instructions
+from anchored_query.citations.support import make_support
+from anchored_query.citations.verify import parse_answer, verify
 from anchored_query.types import Passage
 
 from build_index.embedder import Embedder, get_model

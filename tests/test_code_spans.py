@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import anchored_query.sentences as sentences
+import anchored_query.citations.sentences as sentences
 import pytest
-from anchored_query.sentences import code_spans
+from anchored_query.citations.sentences import code_spans
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

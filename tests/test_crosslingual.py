@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from anchored_query import crosslingual
-from anchored_query.retrieval import Retriever
+from anchored_query.question import crosslingual
+from anchored_query.retrieval.ranking import Retriever
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,8 +135,8 @@ def test_the_no_llm_answer_quotes_the_timeout_section_and_refuses_what_the_docs_
     index: Index, tmp_path: Path
 ) -> None:
     from anchored_query.engine import Engine
+    from anchored_query.question.validation import AskRequest
     from anchored_query.settings import Settings
-    from anchored_query.validation import AskRequest
 
     engine = Engine(Settings(index=str(index.path), cache_dir=str(tmp_path / "cache")))
     answer = engine.ask(AskRequest(question="怎么关闭超时？", mode="extractive"))
@@ -254,8 +254,8 @@ def test_every_sense_is_searched_not_only_the_chosen_one(
 
 
 def test_a_glossed_question_has_its_own_refusal_threshold(index: Index) -> None:
-    from anchored_query import extractive
-    from anchored_query.evidence import THRESHOLDS
+    from anchored_query.answer import extractive
+    from anchored_query.retrieval.evidence import THRESHOLDS
 
     model = "all-MiniLM-L6-v2"
     assert (
@@ -271,8 +271,8 @@ def test_off_topic_chinese_questions_on_chinese_pages_are_refused(
     retriever: Retriever, tmp_path: Path
 ) -> None:
     from anchored_query.engine import Engine
+    from anchored_query.question.validation import AskRequest
     from anchored_query.settings import Settings
-    from anchored_query.validation import AskRequest
 
     pages = [
         _page("zh/", "安装", "pip", "使用 pip 安装", "使用 pip 安装插件，然后在配置文件中启用它。"),

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.evaluation import gate_failures, golden_from_log, load_questions
-from anchored_query.querylog import LocalSink, QuestionLog, ask_record
+from anchored_query.owner.evaluation import gate_failures, golden_from_log, load_questions
+from anchored_query.owner.querylog import LocalSink, QuestionLog, ask_record
 from mkdocs_anchored.cli import main
 
 GOLDEN = [

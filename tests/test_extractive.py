@@ -13,21 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.evidence import SURE, gather_evidence
-from anchored_query.extractive import (
+from anchored_query.answer.extractive import (
     ExtractiveResult,
     Quote,
     _without_repeats,
     answer_extractively,
 )
-from anchored_query.pointers import named_headings
-from anchored_query.prompt import estimate_tokens
-from anchored_query.quote import guess_language, render, section_units
-from anchored_query.retrieval import Ranking, Retriever
-from anchored_query.spelling import edit_distance
+from anchored_query.answer.prompt import estimate_tokens
+from anchored_query.citations.units import guess_language, render, section_units
+from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
+from anchored_query.question.spelling import edit_distance
+from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
+from anchored_query.retrieval.evidence import SURE, gather_evidence
+from anchored_query.retrieval.pointers import named_headings
+from anchored_query.retrieval.ranking import Ranking, Retriever
 from anchored_query.types import Passage, Turn
-from anchored_query.word_prior import WordPrior, term_priors, word_prior
 
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import read_index

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anchored_query.extractive import answer_extractively
+from anchored_query.answer.extractive import answer_extractively
 from anchored_query.types import Passage
 
 

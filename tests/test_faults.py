@@ -25,12 +25,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anchored_query.build_cache as build_cache
-import anchored_query.s3_source as s3_source
+import anchored_query.store.build_cache as build_cache
+import anchored_query.store.s3_source as s3_source
 import httpx
 import pytest
-from anchored_query.app import create_app
 from anchored_query.engine import Engine
+from anchored_query.serve.app import create_app
 from appsettings import settings_for
 from fakes import Disconnect, Empty, FakeOpenAIServer, Malformed, Reply, Sleep, Status
 from liveserver import AppProcess, ThreadedServer

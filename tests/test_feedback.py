@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
 from anchored_query.engine import Engine
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from appsettings import settings_for
 from s3server import S3Bucket, moto_s3, s3
@@ -145,7 +145,7 @@ def uuid_hex() -> str:
 
 
 def test_a_feedback_record_is_bounded_in_bytes(qa_index: Path, tmp_path: Path) -> None:
-    from anchored_query.feedback import MAX_RECORD_BYTES
+    from anchored_query.owner.feedback import MAX_RECORD_BYTES
 
     with TestClient(create_app(settings_for(qa_index, tmp_path))) as c:
         issued = answer_id(c)
@@ -160,7 +160,7 @@ def test_a_feedback_record_is_bounded_in_bytes(qa_index: Path, tmp_path: Path) -
 
 
 def test_the_local_feedback_folder_is_capped(qa_index: Path, tmp_path: Path) -> None:
-    from anchored_query.feedback import LocalFeedbackStore
+    from anchored_query.owner.feedback import LocalFeedbackStore
 
     store = LocalFeedbackStore(tmp_path / "feedback", max_records=5, max_bytes=1 << 20)
     settings = settings_for(qa_index, tmp_path)
@@ -233,8 +233,8 @@ def test_a_stalled_s3_fails_the_feedback_write_inside_the_functions_timeout(
 ) -> None:
     """S3 takes the connection and never answers: the write gives up (the app's 503) well
     inside Lambda's 30 s Timeout. boto3's defaults waited 60 s a read, 5 attempts."""
-    from anchored_query.feedback import S3FeedbackStore
-    from anchored_query.validation import FeedbackRequest
+    from anchored_query.owner.feedback import S3FeedbackStore
+    from anchored_query.question.validation import FeedbackRequest
 
     held: list[socket.socket] = []
     stop = threading.Event()

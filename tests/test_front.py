@@ -9,8 +9,8 @@ from typing import Any
 import appsettings
 import httpx
 import pytest
-from anchored_query.app import create_app
-from anchored_query.front import viewer_ip
+from anchored_query.serve.app import create_app
+from anchored_query.serve.front import viewer_ip
 from anchored_query.settings import Settings, SettingsError
 
 SECRET = "f" * 12 + "front-secret-0123"

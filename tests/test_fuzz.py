@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
-from anchored_query.citations import parse_answer
+from anchored_query.citations.verify import parse_answer
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from anchored_query.types import Passage
 from fuzz_strategies import (

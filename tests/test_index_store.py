@@ -13,12 +13,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import anchored_query.s3_source as s3_source
+import anchored_query.store.s3_source as s3_source
 import pytest
-from anchored_query.build_cache import CACHE_MARKER
-from anchored_query.index_store import IndexSource, IndexStoreError
-from anchored_query.local_source import LocalIndexSource
-from anchored_query.s3_source import S3IndexSource, request_client, with_retries
+from anchored_query.store.build_cache import CACHE_MARKER
+from anchored_query.store.local_source import LocalIndexSource
+from anchored_query.store.location import source_for
+from anchored_query.store.s3_source import S3IndexSource, request_client, with_retries
+from anchored_query.store.source import IndexStoreError
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from s3server import MotoS3, S3Bucket, moto_s3, s3, write_fake_index
 
@@ -55,7 +56,7 @@ def _publish(s3: S3Bucket, tmp_path: Path, n: int, **changes: bytes) -> str:
 
 
 def _source(s3: S3Bucket, tmp_path: Path, clock: Clock, client: Any = None) -> S3IndexSource:
-    source = IndexSource.from_location(
+    source = source_for(
         s3.url,
         cache_dir=tmp_path / "cache",
         refresh_s=30,
@@ -197,7 +198,7 @@ def test_an_unreachable_store_names_the_cause(tmp_path: Path) -> None:
     unreachable = MotoS3()
     unreachable.endpoint_url = "http://127.0.0.1:9"  # nothing listens there
     client = unreachable.client(retries={"max_attempts": 1}, connect_timeout=2)
-    source = IndexSource.from_location("s3://bkt/site", cache_dir=tmp_path, client=client)
+    source = source_for("s3://bkt/site", cache_dir=tmp_path, client=client)
     with pytest.raises(IndexStoreError, match=r"cannot reach S3.*current.json.*Could not connect"):
         source.fetch()
 
@@ -321,9 +322,7 @@ def test_a_local_directory_is_read_through_a_verified_private_snapshot(tmp_path:
     clock = Clock()
     made = []
     for location in (tmp_path / "index", f"file://{tmp_path / 'index'}"):
-        source = IndexSource.from_location(
-            location, refresh_s=5, clock=clock, cache_dir=tmp_path / "cache"
-        )
+        source = source_for(location, refresh_s=5, clock=clock, cache_dir=tmp_path / "cache")
         assert isinstance(source, LocalIndexSource) and source.verified
         path = source.fetch()
         assert path.is_relative_to(tmp_path / "cache") and source.build_id == build_id
@@ -358,9 +357,9 @@ def test_a_local_directory_is_read_through_a_verified_private_snapshot(tmp_path:
 
 def test_a_missing_local_index_says_how_to_build_one(tmp_path: Path) -> None:
     with pytest.raises(IndexStoreError, match=r"manifest.json is missing"):
-        IndexSource.from_location(tmp_path, cache_dir=tmp_path / "cache").fetch()
+        source_for(tmp_path, cache_dir=tmp_path / "cache").fetch()
     with pytest.raises(IndexStoreError, match="unsupported index location"):
-        IndexSource.from_location("https://example.com/index")
+        source_for("https://example.com/index")
 
 
 def test_a_real_index_round_trips_through_s3(s3: S3Bucket, tmp_path: Path) -> None:
@@ -432,7 +431,7 @@ def test_a_build_folder_another_instance_is_marking_is_adopted(tmp_path: Path) -
     """Two instances share a cache: one has made the build's folder and is writing its
     marker (a temporary file, not yet renamed) when the other gets there. That folder
     is the cache's own, not foreign files (test_faults' two-instance switch met this)."""
-    from anchored_query.build_cache import make_build_dir, part_name
+    from anchored_query.store.build_cache import make_build_dir, part_name
 
     build_dir = tmp_path / "cache" / "b1"
     build_dir.mkdir(parents=True)

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
-from anchored_query.citations import parse_answer
-from anchored_query.prompt import REWRITE_SYSTEM_PROMPT, SYSTEM_PROMPT, echoes_instructions
+from anchored_query.answer.prompt import REWRITE_SYSTEM_PROMPT, SYSTEM_PROMPT, echoes_instructions
+from anchored_query.citations.verify import parse_answer
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from fakes import (
     FakeBedrockServer,

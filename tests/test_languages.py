@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
-from anchored_query.app import create_app
+from anchored_query.answer.languages import normalize, reader_languages
 from anchored_query.engine import Engine
-from anchored_query.languages import normalize, reader_languages
+from anchored_query.question.validation import parse_ask
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
-from anchored_query.validation import parse_ask
 
 from build_index.index_format import JsonlRows, read_index
 from build_index.pipeline import BuildConfig, build
@@ -242,7 +242,8 @@ def test_ask_box_in_chromium_on_the_built_site(i18n_site: Path, tmp_path: Path) 
         pytest.skip("tests/browser/node_modules is missing (test_browser.py installs it)")
     server = (
         "import sys, uvicorn; from pathlib import Path; "
-        "from anchored_query.app import create_app; from anchored_query.settings import Settings; "
+        "from anchored_query.serve.app import create_app; "
+        "from anchored_query.settings import Settings; "
         "uvicorn.run(create_app(Settings.from_env(), site_dir=Path(sys.argv[1])), "
         "host='127.0.0.1', port=int(sys.argv[3]), log_level='warning')"
     )

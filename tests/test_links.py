@@ -9,7 +9,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from anchored_query.links import citation_link, encode_param, text_fragment
+from anchored_query.citations.links import citation_link, encode_param, text_fragment
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_JS = ROOT / "plugin" / "assets" / "text.js"

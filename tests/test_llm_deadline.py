@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 import yaml
-from anchored_query.app import create_app
+from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.engine import EXTRACTIVE_RESERVE_S, Engine
 from anchored_query.errors import LLMError
 from anchored_query.llm import Completion
 from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
-from anchored_query.prompt import estimate_tokens
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from fakes import FakeOpenAIServer, Hang, Reply, Sleep, Status, quote_passages
 from starlette.testclient import TestClient

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from anchored_query.engine import Engine
 from anchored_query.llm.calls import Deadline
+from anchored_query.question.validation import AskRequest
 from anchored_query.settings import Settings
 from anchored_query.types import Passage
-from anchored_query.validation import AskRequest
 from fakes import FakeOpenAIServer, Malformed
 
 FIXTURES = sorted((Path(__file__).parent / "fixtures" / "llm-replies").glob("*.json"))

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
+from anchored_query.answer.llm_answer import EXTRACTIVE_RESERVE_S, FALLBACK_REASONS
 from anchored_query.errors import LLMError
 from anchored_query.llm import BedrockClient, ChatMessage, OpenAICompatClient
-from anchored_query.llm_answer import EXTRACTIVE_RESERVE_S, FALLBACK_REASONS
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from fakes import (
     Behaviour,

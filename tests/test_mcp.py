@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -149,7 +149,7 @@ async def _check_tools(session: ClientSession) -> None:
 
 
 def test_http_tools_results_and_errors(qa_index: Path, tmp_path: Path) -> None:
-    from anchored_query.querylog import read_records
+    from anchored_query.owner.querylog import read_records
 
     log_dir = tmp_path / "questions"
     app = create_app(_settings(qa_index, tmp_path, question_log=str(log_dir)))
@@ -324,8 +324,8 @@ def test_lambda_artifact_answers_mcp(
 
 
 def test_a_tentative_answer_says_it_is_the_closest_passage() -> None:
-    from anchored_query.extractive_answer import TENTATIVE
-    from anchored_query.mcp_tools import _answer
+    from anchored_query.answer.extractive_answer import TENTATIVE
+    from anchored_query.serve.mcp_tools import _answer
 
     result = {
         "mode": "extractive",

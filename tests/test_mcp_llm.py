@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from mcp import ClientSession
 

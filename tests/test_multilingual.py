@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from anchored_query.retrieval import Retriever
+from anchored_query.retrieval.ranking import Retriever
 
 from build_index.embedder import Embedder, ModelSpec, get_model
 from build_index.errors import ModelError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from anchored_query.prompt import (
+from anchored_query.answer.prompt import (
     SYSTEM_PROMPT,
     PromptMessage,
     build_messages,
@@ -241,7 +241,7 @@ def test_parse_rewrites_empty_and_max_items() -> None:
 
 
 def test_a_chinese_question_is_asked_to_be_answered_in_chinese() -> None:
-    from anchored_query.prompt import question_language
+    from anchored_query.answer.prompt import question_language
 
     assert question_language("Anchored 默认使用哪个嵌入模型？") == "Chinese"
     assert question_language("インデックスはどこ？") == "Japanese"
@@ -254,7 +254,7 @@ def test_a_chinese_question_is_asked_to_be_answered_in_chinese() -> None:
 
 
 def test_the_prescribed_refusal_is_not_an_echo_of_the_instructions() -> None:
-    from anchored_query.prompt import REFUSAL, echoes_instructions
+    from anchored_query.answer.prompt import REFUSAL, echoes_instructions
 
     assert f'"{REFUSAL}"' in SYSTEM_PROMPT
     assert not echoes_instructions(REFUSAL)

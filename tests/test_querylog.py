@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
-from anchored_query.querylog import (
+from anchored_query.owner.querylog import (
     LocalSink,
     QuestionLog,
     ReadStats,
     ask_record,
     read_records,
 )
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings, SettingsError
 from s3server import S3Bucket, moto_s3, s3
 from starlette.testclient import TestClient

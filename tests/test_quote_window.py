@@ -6,8 +6,8 @@ spans and language), so each test states one rule of the window on one section.
 
 from __future__ import annotations
 
-from anchored_query.quote import Unit, section_units
-from anchored_query.quote_window import SHORT_SECTION, Section, quote_window
+from anchored_query.answer.quote_window import SHORT_SECTION, Section, quote_window
+from anchored_query.citations.units import Unit, section_units
 from passages import make_passage
 
 # Prose that pads a section past SHORT_SECTION without matching anything.

@@ -15,19 +15,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import anchored_query.shared_state as shared_state
+import anchored_query.guard.shared_state as shared_state
 import httpx
 import pytest
-from anchored_query.app import create_app
-from anchored_query.ratelimit import RateLimiter, SharedRateLimiter, client_key
-from anchored_query.settings import Settings
-from anchored_query.shared_state import (
+from anchored_query.guard.ratelimit import RateLimiter, SharedRateLimiter, client_key
+from anchored_query.guard.shared_state import (
     Counters,
     DynamoDBCounters,
     MemoryCounters,
     SQLiteCounters,
     StateUnavailable,
 )
+from anchored_query.serve.app import create_app
+from anchored_query.settings import Settings
 from dynamoserver import DynamoTable, aws_env, count_in_sqlite, dynamo_table
 from s3server import moto_s3
 
@@ -121,7 +121,7 @@ def test_unreachable_dynamodb_raises_state_unavailable() -> None:
 
 def test_a_refund_is_never_retried_an_increment_may_be(monkeypatch: pytest.MonkeyPatch) -> None:
     """An endpoint that reads the request and never answers: a lost answer may mean applied."""
-    monkeypatch.setattr("anchored_query.shared_state.DYNAMODB_READ_TIMEOUT_S", 0.3)
+    monkeypatch.setattr("anchored_query.guard.shared_state.DYNAMODB_READ_TIMEOUT_S", 0.3)
     received: list[bytes] = []
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
-from anchored_query.querylog import LocalSink, QuestionLog, ask_record
-from anchored_query.report import cluster_gaps, collect
-from anchored_query.report_html import render_html, render_markdown
+from anchored_query.owner.querylog import LocalSink, QuestionLog, ask_record
+from anchored_query.owner.report import cluster_gaps, collect
+from anchored_query.owner.report_html import render_html, render_markdown
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from mkdocs_anchored.cli import main
 from s3server import S3Bucket, moto_s3, s3

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from appsettings import settings_for
 from s3server import MotoS3, S3Bucket, moto_s3, s3  # noqa: F401
 from starlette.testclient import TestClient

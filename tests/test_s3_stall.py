@@ -21,7 +21,7 @@ from pathlib import Path
 import anchored_query.engine as engine_module
 import httpx
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from appsettings import settings_for
 from liveserver import ThreadedServer
 from s3server import S3Bucket, moto_s3, s3
@@ -172,7 +172,8 @@ def test_a_slow_download_started_by_the_prefetch_is_the_only_download(
     requests answer 503 within the deadline, and the build they then answer from is the
     prefetch's: model.onnx is read from S3 once. Before, the prefetch gave up at a
     request's limit while its download went on, and the request started a second one."""
-    from anchored_query.prefetch import prefetch, wait_for_prefetch
+    from anchored_query.store.prefetch import prefetch
+    from anchored_query.store.prefetches import wait_for_prefetch
 
     publish(qa_index, s3.url, client=s3.client)
     stalling.slow_key, stalling.slow_s = "model.onnx", 3.0

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 from starlette.testclient import TestClient
 

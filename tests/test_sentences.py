@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from anchored_query.sentences import (
+from anchored_query.citations.sentences import (
     CITATION_MARKER,
     code_spans,
     outside_code,

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anchored_query.app import create_app
-from anchored_query.links import OnPage, citation_link
-from anchored_query.quote import section_units
+from anchored_query.citations.links import OnPage, citation_link
+from anchored_query.citations.spans import _Source, attach, cited_span, pieces
+from anchored_query.citations.units import section_units
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
-from anchored_query.spans import _Source, attach, cited_span, pieces
 from anchored_query.types import Passage
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from starlette.testclient import TestClient

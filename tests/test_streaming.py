@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from anchored_query.app import create_app
 from anchored_query.engine import Engine
 from anchored_query.llm.calls import Deadline
-from anchored_query.settings import Settings
-from anchored_query.streaming import (
+from anchored_query.question.validation import AskRequest
+from anchored_query.serve.app import create_app
+from anchored_query.serve.streaming import (
     Replay,
     Shown,
     Verifier,
@@ -23,8 +23,8 @@ from anchored_query.streaming import (
     sentence_end,
     wants_stream,
 )
+from anchored_query.settings import Settings
 from anchored_query.types import Passage
-from anchored_query.validation import AskRequest
 from fakes import (
     FakeOpenAIServer,
     Hang,
@@ -442,9 +442,9 @@ def test_abandoning_a_stream_closes_the_connection() -> None:
 def test_the_spend_cap_reserves_and_settles_streams_also_abandoned(
     openai: FakeOpenAIServer,
 ) -> None:
-    from anchored_query.budget import Budget, BudgetedClient, BudgetLimits, input_token_bound
+    from anchored_query.guard.budget import Budget, BudgetedClient, BudgetLimits, input_token_bound
+    from anchored_query.guard.shared_state import MemoryCounters
     from anchored_query.llm import ChatMessage, OpenAICompatClient
-    from anchored_query.shared_state import MemoryCounters
 
     counters = MemoryCounters()
     inner = OpenAICompatClient(openai.url, "", "m", max_retries=0)
@@ -511,7 +511,7 @@ def test_a_cold_load_counts_against_the_requests_one_deadline(
     """The first request of an instance loads the index first; streamed or not, the load
     and the answer share one deadline (before, the streamed answer got a second, fresh
     one: a slow cold load plus a hanging model ran past Lambda's timeout)."""
-    from anchored_query.local_source import LocalIndexSource
+    from anchored_query.store.local_source import LocalIndexSource
 
     load_s, deadline_s = 3.0, 5.0
     real = LocalIndexSource.fetch

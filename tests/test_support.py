@@ -7,8 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from anchored_query.citations import ParsedSentence, verify
-from anchored_query.support import (
+from anchored_query.citations.support import (
     content_terms,
     foreign_terms,
     lexical_support,
@@ -18,6 +17,7 @@ from anchored_query.support import (
     quotes_a_quotation,
     restates_headings,
 )
+from anchored_query.citations.verify import ParsedSentence, verify
 from anchored_query.types import Passage
 from passages import make_passage
 
@@ -213,7 +213,7 @@ def test_code_shown_must_be_the_passages_own() -> None:
 
 
 def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
-    from anchored_query.word_prior import WordPrior
+    from anchored_query.question.word_prior import WordPrior
 
     prior = WordPrior({"use": 10, "the": 1, "with": 2, "authentication": 30_000, "class": 400})
     vocabulary = {"netrcauth", "class", "httpx", "authent", "use", "configur"}

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from anchored_query.checking import Checker, Item
-from anchored_query.citations import ParsedSentence, parse_answer, verify
-from anchored_query.facts import Claim, Haystack, yaml_key_paths
-from anchored_query.polarity import negated, passage_clauses, polarity_conflict
-from anchored_query.semantic import SemanticSupport, best_units, make_support
-from anchored_query.support import qualifier_conflicts
+from anchored_query.citations.checking import Checker, Item
+from anchored_query.citations.facts import Claim, Haystack, yaml_key_paths
+from anchored_query.citations.polarity import negated, passage_clauses, polarity_conflict
+from anchored_query.citations.semantic import SemanticSupport, best_units, make_support
+from anchored_query.citations.support import qualifier_conflicts
+from anchored_query.citations.verify import ParsedSentence, parse_answer, verify
 from anchored_query.types import Passage
 
 from build_index.embedder import Embedder, get_model

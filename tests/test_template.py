@@ -332,7 +332,7 @@ def test_edge_template_passes_cfn_lint_and_matches_the_function() -> None:
     assert resources["RateLimitAcl"]["Properties"]["Scope"] == "CLOUDFRONT"
     config = resources["Front"]["Properties"]["DistributionConfig"]
     (origin,) = config["Origins"]
-    from anchored_query.front import FRONT_HEADER
+    from anchored_query.serve.front import FRONT_HEADER
 
     assert origin["OriginCustomHeaders"] == [
         {"HeaderName": "X-Anchored-Front", "HeaderValue": {"Ref": "FrontSecret"}}

@@ -4,13 +4,13 @@ import json
 
 import pytest
 from anchored_query.errors import QueryError
-from anchored_query.settings import Settings
-from anchored_query.validation import (
+from anchored_query.question.validation import (
     parse_ask,
     parse_feedback,
     parse_json_body,
     parse_search,
 )
+from anchored_query.settings import Settings
 
 SETTINGS = Settings(index="x", max_question_chars=200, max_history_turns=2, max_history_chars=50)
 

@@ -24,11 +24,11 @@ from typing import Any
 import anchored_query.engine as engine_module
 import httpx
 import pytest
-from anchored_query.app import create_app
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
+from anchored_query.question.validation import AskRequest
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
-from anchored_query.validation import AskRequest
 from appsettings import settings_for
 from mkdocs_anchored.cli import main as anchored
 from s3server import S3Bucket, moto_s3, s3
@@ -262,7 +262,7 @@ def test_a_cold_start_prefetches_the_default_version(
 ) -> None:
     """Lambda's prefetch() of a versioned store downloads the default version where its
     engine looks, so the first request finds it in the cache."""
-    from anchored_query import prefetch
+    from anchored_query.store import prefetch, prefetches
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3.server.endpoint_url)
     store = f"s3://{s3.name}/docs"
@@ -270,8 +270,8 @@ def test_a_cold_start_prefetches_the_default_version(
         publish_version(mike_site.store / "versions" / version, store, version, aliases=aliases)
     cache = tmp_path / "cache"
     assert prefetch.prefetch(store, cache_dir=cache)
-    with prefetch._prefetches_lock:
-        threads = list(prefetch._prefetches.values())
+    with prefetches._prefetches_lock:
+        threads = list(prefetches._prefetches.values())
     for thread in threads:
         thread.join(60)
     build = json.loads((mike_site.store / "versions" / "2.0" / "manifest.json").read_text())
@@ -365,7 +365,8 @@ def test_widget_in_chromium_on_the_mike_site(mike_site: MikeSite, tmp_path: Path
         pytest.skip("tests/browser/node_modules is missing (test_browser.py installs it)")
     server = (
         "import sys, uvicorn; from pathlib import Path; "
-        "from anchored_query.app import create_app; from anchored_query.settings import Settings; "
+        "from anchored_query.serve.app import create_app; "
+        "from anchored_query.settings import Settings; "
         "uvicorn.run(create_app(Settings.from_env(), site_dir=Path(sys.argv[1])), "
         "host='127.0.0.1', port=int(sys.argv[3]), log_level='warning')"
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 
 from tests.liveserver import ThreadedServer
@@ -170,7 +170,8 @@ def test_e2e_in_chromium_on_the_zensical_site(zensical_site: Path, tmp_path: Pat
     feedback = tmp_path / "feedback"
     server = (
         "import sys, uvicorn; from pathlib import Path; "
-        "from anchored_query.app import create_app; from anchored_query.settings import Settings; "
+        "from anchored_query.serve.app import create_app; "
+        "from anchored_query.settings import Settings; "
         "uvicorn.run(create_app(Settings.from_env(), site_dir=Path(sys.argv[1])), "
         "host='127.0.0.1', port=int(sys.argv[3]), log_level='warning')"
     )

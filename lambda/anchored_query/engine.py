@@ -16,35 +16,39 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from anchored_query import languages, llm_answer, logsafe, response
-from anchored_query.budget import with_budget
-from anchored_query.errors import LLMError, QueryError
-from anchored_query.evidence import WITH_PRIOR
-from anchored_query.extractive_answer import (
+from anchored_query.answer import languages, llm_answer, response
+from anchored_query.answer.extractive_answer import (
     EXTRACTIVE_PASSAGES,
     answer_extractive,
     extractive_passages,
 )
-from anchored_query.index_store import IndexSource, public_message
+from anchored_query.answer.llm_answer import EXTRACTIVE_RESERVE_S
+from anchored_query.answer.prepare import retrieve
+from anchored_query.answer.prepared import Prepared
+from anchored_query.answer.response import ms
+from anchored_query.errors import LLMError, QueryError
+from anchored_query.guard import logsafe
+from anchored_query.guard.budget import with_budget
 from anchored_query.llm import ChatMessage, LLMClient, make_client
 from anchored_query.llm.calls import Deadline
-from anchored_query.llm_answer import EXTRACTIVE_RESERVE_S
-from anchored_query.prepare import Prepared, retrieve
-from anchored_query.refresher import Refresher
-from anchored_query.response import ms
-from anchored_query.retrieval import Retriever, Scope
+from anchored_query.question.validation import AskRequest, check_scope
+from anchored_query.question.word_prior import word_prior
+from anchored_query.retrieval.evidence import WITH_PRIOR
+from anchored_query.retrieval.loaded import Loaded
+from anchored_query.retrieval.ranking import Retriever
 from anchored_query.settings import Settings
-from anchored_query.types import Passage
-from anchored_query.validation import AskRequest, check_scope
-from anchored_query.versions import CatalogUnreadable, VersionRouter, probe, unknown_version
-from anchored_query.word_prior import word_prior
+from anchored_query.store.location import source_for
+from anchored_query.store.refresher import Refresher
+from anchored_query.store.source import public_message
+from anchored_query.store.versions import CatalogUnreadable, VersionRouter, probe, unknown_version
+from anchored_query.types import Passage, Scope
 from build_index.embedder import Embedder, ModelSpec
 from build_index.errors import AnchoredError
-from build_index.index_format import Index, read_index
+from build_index.index_format import read_index
 
 # Names other modules and tests import from here (the steps moved to their own modules).
 __all__ = [
@@ -72,23 +76,12 @@ def load_time_left(deadline: Deadline) -> float:
     return max(MIN_LOAD_S, deadline.left() - EXTRACTIVE_RESERVE_S)
 
 
-@dataclass(frozen=True)
-class Loaded:
-    """One loaded build: everything a request needs, swapped as a unit."""
-
-    index: Index
-    retriever: Retriever
-    path: Path
-    loaded_at: float
-    version: str | None = None  # the version it serves (versions.py), None: unversioned
-
-
 class Engine:
     """Loads the index, retrieves, answers."""
 
     def __init__(self, settings: Settings, llm: LLMClient | None = None) -> None:
         self.settings = settings
-        self.source = IndexSource.from_location(
+        self.source = source_for(
             settings.index,
             cache_dir=Path(settings.cache_dir),
             refresh_s=settings.refresh_s,
@@ -106,7 +99,7 @@ class Engine:
             self._refresh, settings.refresh_s, "anchored-index-refresh", lock=self._lock
         )
         # Versions (versions.py): probed for at the first request.
-        self._versions: VersionRouter | None = None
+        self._versions: VersionRouter[Loaded] | None = None
         self._versions_probed = False
         logsafe.protect(settings.llm_api_key)
 
@@ -121,7 +114,8 @@ class Engine:
         deadline = deadline if deadline is not None else Deadline(self.settings.deadline_s)
         router = self.versions(deadline)
         if router is not None:
-            return router.current(version, deadline)
+            served, build = router.current(version, deadline)
+            return replace(build, version=served)
         loaded = self._loaded
         if loaded is None:
             with self._lock:
@@ -135,7 +129,7 @@ class Engine:
         assert loaded is not None
         return self._loaded or loaded
 
-    def versions(self, deadline: Deadline | None = None) -> VersionRouter | None:
+    def versions(self, deadline: Deadline | None = None) -> VersionRouter[Loaded] | None:
         """The version router when the index location has a versions catalog, else None
         (looked for once, at the first request, within ``deadline``)."""
         if not self._versions_probed:
@@ -365,6 +359,7 @@ class Engine:
             history=request.history,
             mask=loaded.retriever.mask(request.scope, prepared.language.searched),
             asked=request.question if hits.gloss else "",
+            analysed=prepared.question,
             # The language decision answered these hits over the same pages already.
             decided=(
                 hits.decided[1]
@@ -415,7 +410,7 @@ def make_client_from(settings: Settings) -> LLMClient | None:
         return None
     api_key = settings.llm_api_key
     if settings.llm_api_key_secret:  # read once, at cold start (api_key.py)
-        from anchored_query.api_key import resolve_api_key
+        from anchored_query.guard.api_key import resolve_api_key
 
         api_key = resolve_api_key(settings.llm_api_key_secret)
     client = make_client(

@@ -50,3 +50,14 @@ class AnswerSentence:
     text: str
     citations: list[int] = field(default_factory=list)
     supported: bool = True
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Page-prefix filters chosen by the reader ("only this section")."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def is_whole_site(self) -> bool:
+        return not self.include and not self.exclude

@@ -1,10 +1,10 @@
 """KEPT ONLY FOR COMPARISON: today's citation parse/verify, frozen at commit 56a0a56.
 
 ``tests/bench/bench_llm_answers.py`` scores the same real model replies with
-this verifier and with the current ``anchored_query.citations`` so that one run
+this verifier and with the current ``anchored_query.citations.verify`` so that one run
 shows the figures before and after the change. Nothing in the product imports
 this module; do not fix or extend it. It is a verbatim copy of
-``lambda/anchored_query/sentences.py`` followed by ``lambda/anchored_query/citations.py``
+``lambda/anchored_query/citations/sentences.py`` followed by ``lambda/anchored_query/citations/verify.py``
 as they were at 56a0a56 (imports merged at the top; ``_DOTTED_ABBREVIATION`` is
 defined identically in both).
 """

@@ -1,7 +1,7 @@
 # FROZEN BASELINE: the extractive answerer as it was before issue 10's rebuild.
 # Kept only so that tests/bench/bench_extractive.py prints the old figures beside
 # the new ones in one run. Not used by the product; do not edit or improve it.
-# Verbatim copy of lambda/anchored_query/extractive.py at commit 56a0a56, followed
+# Verbatim copy of lambda/anchored_query/answer/extractive.py at commit 56a0a56, followed
 # by answer_extractive, RELEVANCE_FLOOR and the _covered helper of engine.py at
 # that commit (renamed _covered_citations, the module already has a _covered).
 # ruff: noqa
@@ -72,7 +72,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from anchored_query.sentences import sentence_spans
+from anchored_query.citations.sentences import sentence_spans
 from anchored_query.types import AnswerSentence, Passage
 from build_index.tokenizer import tokenize
 
@@ -801,7 +801,7 @@ def _is_cjk_bigram(term: str) -> bool:
 
 # ---- from engine.py at 56a0a56 -------------------------------------------
 
-from anchored_query.citations import CitationItem, renumber, verify  # noqa: E402
+from anchored_query.citations.verify import CitationItem, renumber, verify  # noqa: E402
 
 RELEVANCE_FLOOR = {"all-MiniLM-L6-v2": 0.26}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from anchored_query.sentences import code_spans
+from anchored_query.citations.sentences import code_spans
 from test_code_spans import reference_spans
 
 

@@ -25,7 +25,7 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS / "bench"))
 
-from anchored_query.app import create_app  # noqa: E402
+from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from fakes import FakeOpenAIServer, Hang, Reply, Sleep, Status, quote_passages  # noqa: E402
 from load import qa_index  # noqa: E402

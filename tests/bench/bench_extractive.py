@@ -54,10 +54,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_extractive
+from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.prompt import estimate_tokens
-from anchored_query.query_forms import search_forms
-from anchored_query.retrieval import Ranking, Retriever
+from anchored_query.question.query_forms import search_forms
+from anchored_query.retrieval.ranking import Ranking, Retriever
 from anchored_query.types import Passage, Turn
 
 from build_index.embedder import Embedder, ModelSpec

@@ -156,10 +156,10 @@ class InstantLLM:
 def measure(index: Path, queries: list[str]) -> dict[str, float]:
     import bm25s
     import psutil
-    from anchored_query.app import create_app
     from anchored_query.engine import Engine
+    from anchored_query.question.validation import AskRequest
+    from anchored_query.serve.app import create_app
     from anchored_query.settings import Settings
-    from anchored_query.validation import AskRequest
     from starlette.testclient import TestClient
 
     from build_index.embedder import Embedder, ModelSpec
@@ -247,7 +247,7 @@ COLD = """
 import time, sys
 t0 = time.perf_counter()
 from starlette.testclient import TestClient
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 app = create_app(Settings(index=sys.argv[1], refresh_s=3600))
 r = TestClient(app).get("/v1/search", params={"q": "what causes inflammation"})

@@ -49,12 +49,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO / "lambda"), str(REPO)]
 
-import anchored_query.llm_answer as answer_module  # noqa: E402
+import anchored_query.answer.llm_answer as answer_module  # noqa: E402
 import llm_server  # noqa: E402
-from anchored_query.app import create_app  # noqa: E402
 from anchored_query.engine import Engine  # noqa: E402
 from anchored_query.errors import LLMError  # noqa: E402
 from anchored_query.llm import Completion, OpenAICompatClient  # noqa: E402
+from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from anchored_query.types import Passage  # noqa: E402
 from llm_judge import JUDGES, LABELS, SUPPORT_LABELS, Judge, agreement  # noqa: E402
@@ -288,14 +288,14 @@ def module_at(rev: str, path: str, name: str) -> Any:
 def record_fixtures(base_url: str) -> None:
     """Record real replies to this project's docs questions into tests/fixtures/llm-replies.
 
-    The prompt is whatever ``anchored_query.prompt`` builds now; each fixture holds
+    The prompt is whatever ``anchored_query.answer.prompt`` builds now; each fixture holds
     the question, the passages (as the engine made them), the messages, the raw
     response body, usage and finish_reason, so tests can replay them.
     """
-    import anchored_query.llm_answer as answer_module
+    import anchored_query.answer.llm_answer as answer_module
 
     # Today's prompt (as at PROMPT_REV), not the one in the working tree.
-    old_prompt = module_at(PROMPT_REV, "lambda/anchored_query/prompt.py", "prompt_at_rev")
+    old_prompt = module_at(PROMPT_REV, "lambda/anchored_query/answer/prompt.py", "prompt_at_rev")
     answer_module.build_messages = old_prompt.build_messages  # type: ignore[attr-defined]
     questions = {q["qid"]: q for q in load_jsonl(DATA / "anchored-docs-questions.jsonl")}
     questions.update(EXTRA_QUESTIONS)
@@ -366,7 +366,7 @@ def fixture_set(fixture: dict[str, Any]) -> str:
 def replay_fixtures() -> list[Asked]:
     """The recorded fixtures through the current /v1/ask answer step:
     the engine's own verification of each recorded reply and its recorded passages."""
-    from anchored_query.validation import AskRequest
+    from anchored_query.question.validation import AskRequest
 
     fixtures = [json.loads(f.read_text("utf-8")) for f in sorted(FIXTURES.glob("*.json"))]
     if not fixtures:
@@ -409,7 +409,7 @@ def rescore_dump(path: Path, qids: Sequence[str] = ()) -> dict[str, list[Asked]]
     verifier change needs neither the model nor today's retrieval (which others may
     have changed). Latency and tokens are taken from the dump when it has them."""
     from anchored_query.llm.calls import Deadline
-    from anchored_query.validation import AskRequest
+    from anchored_query.question.validation import AskRequest
 
     replay = ReplayClient()
     engines: dict[str, Any] = {}
@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.system_prompt:
-        import anchored_query.prompt as prompt_module
+        import anchored_query.answer.prompt as prompt_module
 
         prompt_module.SYSTEM_PROMPT = args.system_prompt.read_text("utf-8")
     if args.record_fixtures:

@@ -29,10 +29,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "lambda"), str(HERE.parents[1])]
 
 import bench_llm_answers as bench  # noqa: E402
-from anchored_query.app import create_app  # noqa: E402
+from anchored_query.answer.prompt import estimate_tokens  # noqa: E402
 from anchored_query.engine import Engine  # noqa: E402
 from anchored_query.llm import Completion  # noqa: E402
-from anchored_query.prompt import estimate_tokens  # noqa: E402
+from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 
 # USD per million input / output tokens (on-demand list prices), with where they were read.

@@ -19,7 +19,7 @@ Measured, per model:
   ones also dense retrieval alone (what the model contributes: BM25 matches only
   the Latin tokens of a Chinese question). A follow-up is ranked as its own text.
 * **Chinese questions on English docs, before / after the dictionary gloss**
-  (``anchored_query/crosslingual.py``): hybrid retrieval with ``gloss=False`` and
+  (``anchored_query/question/crosslingual.py``): hybrid retrieval with ``gloss=False`` and
   with the gloss; the no-LLM answer (extractive ``ask``) to every Chinese question:
   answerable ones answered and quoting a gold section, unanswerable ones answered;
   the dictionary's load time and RSS in a new process. ``--retrieval-only`` stops
@@ -184,7 +184,7 @@ def gloss_confidences(index: Path, site: str) -> list[tuple[bool, float]]:
     question of the site, its own and the translated ones, answered through the
     gloss as ``/v1/ask`` does (bench_extractive's retrieval and call)."""
     import bench_extractive
-    from anchored_query.extractive import answer_extractively
+    from anchored_query.answer.extractive import answer_extractively
 
     retriever, model = bench_extractive.load_retriever(index)
     own = [
@@ -220,7 +220,7 @@ def calibrate_gloss(args: argparse.Namespace) -> None:
         "| unanswerable answered | at the English threshold: answered / unanswerable answered |"
     )
     print("|---|---|---|---|---|---|---|")
-    from anchored_query.evidence import THRESHOLDS
+    from anchored_query.retrieval.evidence import THRESHOLDS
 
     for model in MODELS:
         points: list[tuple[bool, float]] = []
@@ -247,10 +247,10 @@ def zh_answers(index: Path, site: str, split: str, gloss: bool) -> dict[str, int
     """The no-LLM answer (``/v1/ask`` mode extractive) to the Chinese questions: how many
     answerable ones are answered, how many of those quote a gold section, how many
     unanswerable ones are answered. ``gloss=False`` turns the dictionary gloss off."""
-    from anchored_query import crosslingual
     from anchored_query.engine import Engine
+    from anchored_query.question import crosslingual
+    from anchored_query.question.validation import AskRequest
     from anchored_query.settings import Settings
-    from anchored_query.validation import AskRequest
 
     engine = Engine(Settings(index=str(index), cache_dir="/tmp/anchored-bench/ml-cache"))
     needs_gloss = crosslingual.needs_gloss
@@ -299,7 +299,7 @@ def cold_start(index: Path, query: str, runs: int) -> dict[str, float]:
 
 _DICT_CHILD = r"""
 import json, time
-from anchored_query import crosslingual
+from anchored_query.question import crosslingual
 def rss():
     with open("/proc/self/status") as fh:
         return next(int(l.split()[1]) / 1024 for l in fh if l.startswith("VmRSS"))

@@ -47,8 +47,8 @@ def qa_index(work: Path) -> Path:
 
 
 def bench_ask(index: Path, n: int, work: Path) -> None:
-    from anchored_query.app import create_app
-    from anchored_query.querylog import ask_record
+    from anchored_query.owner.querylog import ask_record
+    from anchored_query.serve.app import create_app
     from anchored_query.settings import Settings
     from starlette.testclient import TestClient
 
@@ -93,7 +93,7 @@ def bench_ask(index: Path, n: int, work: Path) -> None:
 
 
 def make_log(folder: Path, records: int) -> None:
-    from anchored_query.querylog import ask_record
+    from anchored_query.owner.querylog import ask_record
 
     per_object = 500
     n = 0
@@ -121,7 +121,7 @@ def make_log(folder: Path, records: int) -> None:
 # Peak RSS from VmHWM (ru_maxrss would carry the parent's size across the exec).
 COLLECT = """
 import sys, time
-from anchored_query.report import collect
+from anchored_query.owner.report import collect
 t = time.perf_counter()
 r = collect(sys.argv[1])
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1]

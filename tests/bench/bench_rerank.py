@@ -13,7 +13,7 @@ What can be shipped is *late interaction* with the embedder we already have: the
 MiniLM graph outputs one vector per token before pooling, so a (question, line)
 pair can be scored ColBERT-style, the mean over the question's tokens of each
 token's best cosine to a token of the line (MaxSim). It is added to the unit score
-of :mod:`anchored_query.extractive` as a second meaning term, ``weight`` times its
+of :mod:`anchored_query.answer.extractive` as a second meaning term, ``weight`` times its
 value mapped to [0, 1] between :data:`LOW` and :data:`HIGH`, for the units the
 answerer already embeds; weight 0 is the answerer as shipped. Per weight and
 realdocs set: answered, unanswerable refused, fact in the answer, first citation
@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).parent))
-import anchored_query.extractive as extractive
+import anchored_query.answer.extractive as extractive
 from bench_extractive import (
     REALDOCS,
     Tally,

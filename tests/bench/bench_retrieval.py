@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.evaluation import load_questions, mrr_at, ndcg_at, recall_at
+from anchored_query.owner.evaluation import load_questions, mrr_at, ndcg_at, recall_at
 from beir_site import (
     DEFAULT_BEIR,
     load_corpus,
@@ -87,7 +87,7 @@ def run_bm25s(
 def run_anchored(
     index: Path, questions: list, mode: tuple[str, ...]
 ) -> tuple[dict[str, list[str]], float]:
-    from anchored_query.retrieval import Retriever
+    from anchored_query.retrieval.ranking import Retriever
 
     from build_index.embedder import Embedder, ModelSpec
     from build_index.index_format import read_index

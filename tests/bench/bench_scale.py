@@ -289,7 +289,7 @@ def hwm_kb():
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
 import psutil
 from starlette.testclient import TestClient
-from anchored_query.app import create_app
+from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings
 client = TestClient(create_app(Settings(index=sys.argv[1], refresh_s=3600, rate_limit_per_min=0)))
 r = client.get("/v1/search", params={"q": "what causes inflammation"})

@@ -64,9 +64,9 @@ def main() -> None:
 
     import os
 
-    from anchored_query.budget import Budget, BudgetLimits
-    from anchored_query.ratelimit import RateLimiter, SharedRateLimiter
-    from anchored_query.shared_state import DynamoDBCounters, MemoryCounters, SQLiteCounters
+    from anchored_query.guard.budget import Budget, BudgetLimits
+    from anchored_query.guard.ratelimit import RateLimiter, SharedRateLimiter
+    from anchored_query.guard.shared_state import DynamoDBCounters, MemoryCounters, SQLiteCounters
 
     server = MotoS3().start()
     os.environ.update(
@@ -113,7 +113,7 @@ def main() -> None:
 def http_figures(index: Path, table: str, tmp: Path, n: int) -> dict[str, Any]:
     """POST /v1/search and extractive /v1/ask through the app: rate limit in memory vs DynamoDB."""
     import httpx
-    from anchored_query.app import create_app
+    from anchored_query.serve.app import create_app
     from anchored_query.settings import Settings
 
     out: dict[str, Any] = {}

@@ -42,7 +42,7 @@ TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS / "bench"))
 
-from anchored_query.app import create_app  # noqa: E402
+from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from fakes import FakeOpenAIServer, RecordedRequest, Reply, StreamRate, quote_passages  # noqa: E402
 from liveserver import ThreadedServer  # noqa: E402

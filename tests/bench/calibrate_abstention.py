@@ -4,7 +4,7 @@
         [--swapped 12] [--dump FILE] [--load FILE] [--leave-one-out]
 
 The answerer refuses when the probability that the docs answer
-(``anchored_query.evidence.probability_answerable``: a logistic model over
+(``anchored_query.retrieval.evidence.probability_answerable``: a logistic model over
 retrieval evidence) is under the model's threshold. This script fits that
 model and chooses the threshold.
 
@@ -48,9 +48,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.evidence import COEFFICIENTS, FEATURES, THRESHOLDS
-from anchored_query.extractive import answer_extractively
-from anchored_query.retrieval import Retriever
+from anchored_query.answer.extractive import answer_extractively
+from anchored_query.retrieval.evidence import COEFFICIENTS, FEATURES, THRESHOLDS
+from anchored_query.retrieval.ranking import Retriever
 from bench_extractive import (
     REALDOCS,
     REALDOCS_OUT,

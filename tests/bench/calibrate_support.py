@@ -1,4 +1,4 @@
-"""Calibrate the support tests of ``anchored_query.support`` on hand-labelled pairs.
+"""Calibrate the support tests of ``anchored_query.citations.support`` on hand-labelled pairs.
 
 ``tests/fixtures/support-labels.jsonl`` holds sentence/passage pairs from real
 documentation (MkDocs, HTTPX, Material for MkDocs), labelled ``supported`` or
@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "lambda")]
 
-from anchored_query import support as sup  # noqa: E402
-from anchored_query.citations import ParsedSentence  # noqa: E402
-from anchored_query.facts import Haystack, claims  # noqa: E402
+from anchored_query.citations.facts import Haystack, claims  # noqa: E402
+from anchored_query.citations.verify import ParsedSentence  # noqa: E402
+from anchored_query.citations.verify import support as sup  # noqa: E402
 from anchored_query.types import Passage  # noqa: E402
 
 from build_index.embedder import Embedder, get_model  # noqa: E402
@@ -65,7 +65,7 @@ def pr(pred: list[bool], gold: list[bool]) -> tuple[float, float, int, int]:
 def verifier_report(models: list[str]) -> None:
     """Precision/recall of the whole check of a cited sentence (``Checker.check``: facts,
     code, pairing, polarity, lexical and semantic support) on both label files."""
-    from anchored_query.checking import Checker, Item
+    from anchored_query.citations.checking import Checker, Item
 
     sets = {
         "support-labels": load(),

@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from anchored_query.app import create_app  # noqa: E402
+from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from fuzz_strategies import (  # noqa: E402
     CHUNK_CASES,

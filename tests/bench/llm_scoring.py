@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anchored_query.citations as citations_module
+import anchored_query.citations.verify as citations_module
 import baseline_citations
-from anchored_query.citations import parse_answer
-from anchored_query.prompt import echoes_instructions
+from anchored_query.answer.prompt import echoes_instructions
+from anchored_query.citations.verify import parse_answer
 from llm_judge import Judge, Pair, supported
 from llm_replies import Asked
 

@@ -56,7 +56,7 @@ test("MkDocs' theme, 375 px: Back after a citation to another page returns with 
   await page.context().close();
 });
 
-test("a citation's link opened without the ask box: the browser marks the text fragment (link-text-fragment.png)", { skip: !(await isHarness()) && 'needs the harness (it adds `link` with anchored_query.links)' }, async () => {
+test("a citation's link opened without the ask box: the browser marks the text fragment (link-text-fragment.png)", { skip: !(await isHarness()) && 'needs the harness (it adds `link` with anchored_query.citations.links)' }, async () => {
   const res = await fetch(BASE + '/v1/ask', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ question: Q }) });
   const reply = await res.json();
   const c = reply.citations.find((x) => x.link.includes(':~:text=') && !x.url.startsWith('about/'));

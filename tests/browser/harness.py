@@ -34,9 +34,9 @@ FIXTURES = json.loads((HERE / "fixtures.json").read_text(encoding="utf-8"))
 
 
 def _add_links() -> None:
-    """Give every canned citation the API's `link`, made by the real anchored_query.links."""
+    """Give every canned citation the API's `link`, made by anchored_query.citations.links."""
     sys.path.insert(0, str(HERE.parents[1] / "lambda"))
-    from anchored_query.links import citation_link
+    from anchored_query.citations.links import citation_link
 
     for reply in FIXTURES.values():
         for c in reply.get("citations", []) if isinstance(reply, dict) else []:

@@ -350,7 +350,7 @@ async function termBox(page, term, anchor = '') {
   }, [term, anchor]);
 }
 
-test("a citation's link, opened fresh without the widget, scrolls to the passage by its text fragment", { skip: !(await isHarness()) && 'needs the harness (it adds `link` with anchored_query.links)' }, async (t) => {
+test("a citation's link, opened fresh without the widget, scrolls to the passage by its text fragment", { skip: !(await isHarness()) && 'needs the harness (it adds `link` with anchored_query.citations.links)' }, async (t) => {
   const res = await fetch(BASE + '/v1/ask', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ question: 'How do I configure the endpoint?' }) });
   const reply = await res.json();
   assert.equal(reply.citations.length, FIXTURES.default.citations.length);

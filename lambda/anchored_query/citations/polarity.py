@@ -1,0 +1,84 @@
+"""Polarity: a sentence that denies what its passage states, or states what it denies.
+
+The fact, lexical and semantic tests of :mod:`anchored_query.citations.support` are blind
+to negation: "HTTPX does not have a default timeout" shares every term with
+"HTTPX is careful to enforce timeouts everywhere by default", and sentence
+embeddings put the two close together (recorded reply httpx-01: lexical 1.0,
+semantic 0.86). :func:`polarity_conflict` finds the clauses of the context
+(every passage the model was shown, not only the cited ones: a sentence the
+context contradicts is not shown, whatever it cites) that state what the
+sentence states — those covering the largest share of its content
+terms, at least :data:`POLARITY_COVERAGE` — and reports a conflict when all of
+them have the other polarity (one negates, the other does not). A negation is a
+word such as "not", "no", "never", "nothing", "cannot" or "n't" outside code
+("not only"/"not just" add, they do not deny; "none" is left out: in
+documentation it is mostly a value, ``provider: none``). Sentences in a script the passage
+does not use are not compared (no comparable terms).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from anchored_query.citations.sentences import outside_code
+from anchored_query.citations.support import content_terms, lexical_found
+from anchored_query.types import Passage
+
+__all__ = ["POLARITY_COVERAGE", "Clauses", "negated", "passage_clauses", "polarity_conflict"]
+
+# The passage clause must hold this share of the sentence's content terms to be taken
+# as stating the same thing: "X is not enabled by default" against "X is disabled by
+# default" shares only 2 of 3 and is left alone.
+POLARITY_COVERAGE = 0.8
+
+_NEGATION = re.compile(
+    r"\b(?:not|no|never|nothing|nobody|neither|nor|cannot)\b|n['’]t\b", re.IGNORECASE
+)
+_NOT_NEGATION = re.compile(r"\bnot\s+(?:only|just|merely)\b|\bno\s+matter\b", re.IGNORECASE)
+_NEGATION_TERMS = frozenset({"not", "no", "never", "none", "noth", "nothing", "cannot", "nor"})
+# Clauses of a passage: lines, sentences, and the halves of a contrast.
+_CLAUSE = re.compile(
+    r"\n+|(?<=[.!?;])\s+|,?\s+\b(?:while|whereas|but|however|unlike)\b|;\s*", re.IGNORECASE
+)
+
+
+def negated(text: str) -> bool:
+    """Whether ``text`` (outside code) contains a negation."""
+    prose = _NOT_NEGATION.sub(" ", outside_code(text))
+    return _NEGATION.search(prose) is not None
+
+
+Clauses = list[tuple[frozenset[str], bool]]  # (content terms, negated) of each passage clause
+
+
+def passage_clauses(passages: Sequence[Passage]) -> Clauses:
+    """The clauses of ``passages`` with their terms and polarity, computed once."""
+    out: Clauses = []
+    for p in passages:
+        for clause in _CLAUSE.split(p.text):
+            if clause and len(clause) >= 8:
+                out.append((content_terms(outside_code(clause)), negated(clause)))
+    return out
+
+
+def polarity_conflict(text: str, clauses: Clauses) -> str | None:
+    """Why the clauses (:func:`passage_clauses`) state the opposite of ``text``, or None
+    (see the module docstring)."""
+    terms = content_terms(outside_code(text)) - _NEGATION_TERMS
+    if len(terms) < 2:
+        return None
+    best = 0.0
+    polarities: set[bool] = set()
+    for found, negation in clauses:
+        cover = sum(1 for t in terms if lexical_found(t, found)) / len(terms)
+        if cover > best + 1e-9:
+            best, polarities = cover, {negation}
+        elif abs(cover - best) <= 1e-9:
+            polarities.add(negation)
+    if best < POLARITY_COVERAGE:
+        return None
+    own = negated(text)
+    if polarities == {not own}:
+        return "denies what the context states" if own else "states what the context denies"
+    return None

@@ -1,0 +1,343 @@
+"""A hard cap on LLM spend, counted across every instance in the shared store.
+
+The owner sets tokens and/or US dollars per UTC day and per UTC hour
+(``ANCHORED_BUDGET_*``; dollars from ``ANCHORED_LLM_PRICE_*_PER_MTOK``, the
+model's price per million input and output tokens). Every LLM call goes
+through :class:`BudgetedClient`:
+
+1. **Reserve** an upper bound before the call: the prompt's UTF-8 bytes plus a
+   few tokens per message (no tokenizer makes more tokens than bytes, bar the
+   chat template's markers) as input, ``max_tokens`` as output. The store adds
+   it only if no window then exceeds its cap, in one atomic step
+   (:meth:`~anchored_query.guard.shared_state.Counters.add`), so concurrent calls on
+   any number of instances can together never pass the cap.
+2. **Settle** after the call with what the provider reports (the
+   :class:`~anchored_query.llm.Completion`'s token counts): the difference is
+   added (usually a refund). A figure the provider did not report stays at the
+   reserved bound. A call that failed before the provider could charge (auth,
+   bad request, throttled) is refunded; any other failure keeps its
+   reservation, since the provider may have done the work.
+
+A call that does not fit raises ``LLMError("budget")`` without calling the
+model; the engine then answers extractively and says why. If the store cannot
+be reached the cap cannot be checked, and the call is refused the same way
+(fail closed: a spend cap that opens when DynamoDB is down is no cap).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from anchored_query.errors import LLMError
+from anchored_query.guard.shared_state import Counters, StateUnavailable
+from anchored_query.llm.base import ChatMessage, Completion, LLMClient, StreamEvent, stream_reply
+from anchored_query.llm.calls import MIN_CALL_S
+from anchored_query.settings import Settings
+
+log = logging.getLogger("anchored.query")
+
+# Chat-template tokens around each message and before the reply (OpenAI counts 3-4).
+TOKENS_PER_MESSAGE = 8
+TOKENS_PER_REPLY = 8
+# A day's item is kept two days past its end (to look at), then TTL deletes it.
+KEEP_S = 2 * 86400
+# Failures after which the provider has not done (or billed) the work.
+NOT_CHARGED = frozenset({"auth", "bad_request", "rate_limited"})
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    """The caps (0 = none) and the model's prices in USD per million tokens."""
+
+    tokens_per_day: int = 0
+    tokens_per_hour: int = 0
+    usd_per_day: float = 0.0
+    usd_per_hour: float = 0.0
+    price_input_per_mtok: float = 0.0
+    price_output_per_mtok: float = 0.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BudgetLimits:
+        """The limits the ``ANCHORED_BUDGET_*`` and price settings describe."""
+        return cls(
+            tokens_per_day=settings.budget_tokens_per_day,
+            tokens_per_hour=settings.budget_tokens_per_hour,
+            usd_per_day=settings.budget_usd_per_day,
+            usd_per_hour=settings.budget_usd_per_hour,
+            price_input_per_mtok=settings.llm_price_input_per_mtok,
+            price_output_per_mtok=settings.llm_price_output_per_mtok,
+        )
+
+    @property
+    def active(self) -> bool:
+        """Whether any cap is set."""
+        return bool(
+            self.tokens_per_day or self.tokens_per_hour or self.usd_per_day or self.usd_per_hour
+        )
+
+    def micro_usd(self, input_tokens: int, output_tokens: int) -> int:
+        """What the tokens cost in millionths of a dollar (the price per 1M tokens is
+        the price per token in micro-dollars), rounded up."""
+        cost = input_tokens * self.price_input_per_mtok + output_tokens * self.price_output_per_mtok
+        return math.ceil(cost - 1e-9) if cost > 0 else 0
+
+    def caps(self, hour: str) -> dict[str, int]:
+        """The store's limits for the counters of one day item and hour ``hour``."""
+        caps = {
+            "tokens": self.tokens_per_day,
+            f"tokens_h{hour}": self.tokens_per_hour,
+            "usd_micro": round(self.usd_per_day * 1e6),
+            f"usd_micro_h{hour}": round(self.usd_per_hour * 1e6),
+        }
+        return {name: cap for name, cap in caps.items() if cap > 0}
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """What one call holds of the budget until it is settled."""
+
+    key: str
+    hour: str
+    input_tokens: int
+    output_tokens: int
+    micro_usd: int
+
+
+class BudgetExceeded(Exception):
+    """The call does not fit in what is left of a window's cap."""
+
+
+class Budget:
+    """Reserves and settles token and dollar amounts in the shared counters."""
+
+    def __init__(
+        self,
+        counters: Counters,
+        limits: BudgetLimits,
+        *,
+        clock: Callable[[], float] = time.time,
+        prefix: str = "budget",
+    ) -> None:
+        self.counters = counters
+        self.limits = limits
+        self.clock = clock
+        self.prefix = prefix
+
+    def _window(self) -> tuple[str, str, float]:
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        day_end = datetime(now.year, now.month, now.day, tzinfo=UTC).timestamp() + 86400
+        return f"{self.prefix}#{now:%Y-%m-%d}", f"{now:%H}", day_end
+
+    def reserve(self, input_tokens: int, output_tokens: int) -> Reservation:
+        """Hold an upper bound of one call; raises BudgetExceeded or StateUnavailable."""
+        key, hour, day_end = self._window()
+        cost = self.limits.micro_usd(input_tokens, output_tokens)
+        tokens = input_tokens + output_tokens
+        added = self.counters.add(
+            key,
+            {
+                "tokens": tokens,
+                f"tokens_h{hour}": tokens,
+                "usd_micro": cost,
+                f"usd_micro_h{hour}": cost,
+            },
+            limits=self.limits.caps(hour),
+            expires_at=day_end + KEEP_S,
+        )
+        if added is None:
+            raise BudgetExceeded(
+                f"{key} hour {hour}: {tokens} tokens / {cost} micro-USD do not fit"
+            )
+        return Reservation(key, hour, input_tokens, output_tokens, cost)
+
+    def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
+        """Replace a reservation by what the call used (to the window it was made in)."""
+        tokens = input_tokens + output_tokens - reservation.input_tokens - reservation.output_tokens
+        cost = self.limits.micro_usd(input_tokens, output_tokens) - reservation.micro_usd
+        if not tokens and not cost:
+            return
+        hour = reservation.hour
+        _, _, day_end = self._window()
+        self.counters.add(
+            reservation.key,
+            {
+                "tokens": tokens,
+                f"tokens_h{hour}": tokens,
+                "usd_micro": cost,
+                f"usd_micro_h{hour}": cost,
+            },
+            expires_at=day_end + KEEP_S,
+        )
+
+
+def input_token_bound(messages: Sequence[ChatMessage]) -> int:
+    """At most how many input tokens ``messages`` can be, whatever the tokenizer."""
+    return TOKENS_PER_REPLY + sum(
+        TOKENS_PER_MESSAGE + len(m.content.encode("utf-8", "surrogatepass")) for m in messages
+    )
+
+
+class BudgetedClient:
+    """An :class:`~anchored_query.llm.LLMClient` that spends only what the budget allows."""
+
+    def __init__(self, inner: LLMClient, budget: Budget) -> None:
+        self.inner = inner
+        self.budget = budget
+        self.name = inner.name
+
+    def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Completion:
+        """The inner client's answer, or ``LLMError("budget")`` when it would pass a cap."""
+        bound = input_token_bound(messages)
+        started = time.monotonic()
+        reservation = self._reserve(bound, max_tokens)
+        timeout_s = self._time_left(timeout_s, started, reservation)
+        try:
+            completion = self.inner.complete(
+                messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s
+            )
+        except LLMError as exc:
+            if exc.category in NOT_CHARGED:
+                self._settle(reservation, 0, 0)
+            raise
+        used_in = completion.input_tokens
+        used_out = completion.output_tokens
+        self._settle(
+            reservation,
+            bound if used_in is None else used_in,
+            max_tokens if used_out is None else used_out,
+        )
+        return completion
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[StreamEvent]:
+        """The inner client's reply as it is written (:func:`~anchored_query.llm.base.
+        stream_reply`), reserved and settled like :meth:`complete`.
+
+        A stream abandoned before its end (the reader went away, the request's time
+        ran out), or failed in a way not mapped, keeps its whole reservation, as a call
+        that timed out does: the provider reports nothing of what it generated, and the
+        text received is no bound on it (reasoning tokens are billed but never sent, and
+        a provider may go on generating after the connection closes).
+        """
+        bound = input_token_bound(messages)
+        started = time.monotonic()
+        reservation = self._reserve(bound, max_tokens)
+        timeout_s = self._time_left(timeout_s, started, reservation)
+        received = False
+        try:
+            for event in stream_reply(
+                self.inner,
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                timeout_s=timeout_s,
+            ):
+                if isinstance(event, Completion):
+                    used_in, used_out = event.input_tokens, event.output_tokens
+                    self._settle(
+                        reservation,
+                        bound if used_in is None else used_in,
+                        max_tokens if used_out is None else used_out,
+                    )
+                else:
+                    received = True
+                yield event
+        except LLMError as exc:
+            if exc.category in NOT_CHARGED and not received:
+                self._settle(reservation, 0, 0)
+            raise
+        # Abandoned (closed early) or failed otherwise: the reservation stays counted.
+
+    def _time_left(
+        self, timeout_s: float | None, started: float, reservation: Reservation
+    ) -> float | None:
+        """``timeout_s`` less the time the reservation took (a round trip to the shared
+        store, slow at times): the call may not run past the time its caller had left. A
+        call that could no longer finish is not made, and its reservation is refunded."""
+        if timeout_s is None:
+            return None
+        left = timeout_s - (time.monotonic() - started)
+        if left < MIN_CALL_S:
+            self._settle(reservation, 0, 0)
+            raise LLMError(
+                "timeout",
+                f"no time left for the call after reserving its budget ({left:.1f}s; the "
+                "spend counter was slow)",
+                provider=self.name,
+            )
+        return left
+
+    def _reserve(self, bound: int, max_tokens: int) -> Reservation:
+        try:
+            return self.budget.reserve(bound, max_tokens)
+        except BudgetExceeded as exc:
+            log.warning("LLM call refused: the spend cap is reached (%s)", exc)
+            raise LLMError("budget", "the spend cap is reached", provider=self.name) from None
+        except StateUnavailable as exc:
+            log.error("LLM call refused: the spend counter cannot be checked (%s)", exc)
+            raise LLMError(
+                "budget", "the spend counter cannot be checked", provider=self.name
+            ) from None
+
+    def _settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
+        try:
+            self.budget.settle(reservation, input_tokens, output_tokens)
+        except StateUnavailable as exc:
+            # The reservation stays counted: the cap errs on the side of spending less.
+            log.error("spend counter not settled, the reservation stays counted (%s)", exc)
+        if input_tokens > reservation.input_tokens or output_tokens > reservation.output_tokens:
+            log.warning(
+                "LLM call used more than reserved (%d/%d tokens in, %d/%d out)",
+                input_tokens,
+                reservation.input_tokens,
+                output_tokens,
+                reservation.output_tokens,
+            )
+
+    def close(self) -> None:
+        """Close the inner client, if it can be."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the engine asks of a client (its model, its timeout) is the inner one's.
+        return getattr(self.inner, name)
+
+
+def with_budget(client: LLMClient, settings: Settings) -> LLMClient:
+    """``client`` behind the spend cap the settings describe (as is when there is none)."""
+    limits = BudgetLimits.from_settings(settings)
+    if not limits.active:
+        return client
+    from anchored_query.guard.shared_state import shared_counters
+
+    budget = Budget(shared_counters(settings.shared_state), limits)
+    log.info(
+        "spend cap: %s tokens/day, %s tokens/hour, $%s/day, $%s/hour, counted in %s",
+        limits.tokens_per_day or "no cap",
+        limits.tokens_per_hour or "no cap",
+        limits.usd_per_day or "no cap",
+        limits.usd_per_hour or "no cap",
+        budget.counters.name,
+    )
+    return BudgetedClient(client, budget)
