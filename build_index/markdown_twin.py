@@ -101,6 +101,8 @@ class SiteLinks:
         path = joined.path.lstrip("/")
         if path.endswith("/index.html") or path == "index.html":
             path = path[: -len("index.html")]
+        if path not in self.pages and path + "/" in self.pages:
+            path += "/"  # a directory URL written without its slash
         if path in self.pages:
             path = twin_url(path)
         return self.base + urlunsplit(("", "", path, joined.query, joined.fragment))
