@@ -63,7 +63,55 @@ def cmd_index(args: argparse.Namespace) -> int:
         from mkdocs_anchored.inject import inject_from_args
 
         print(inject_from_args(site_dir, args.endpoint, args.title, args.starter))
+        _write_llms(args, site_dir)
     return 0
+
+
+def cmd_llms(args: argparse.Namespace) -> int:
+    site_dir = Path(args.site_dir)
+    if not site_dir.is_dir():
+        raise SystemExit(f"anchored llms: {site_dir} is not a folder of built HTML pages")
+    _write_llms(args, site_dir)
+    return 0
+
+
+def _write_llms(args: argparse.Namespace, site_dir: Path) -> None:
+    """llms.txt, llms-full.txt and the Markdown twins into a built site (site/agents.md)."""
+    from mkdocs_anchored.inject import llms_line, write_llms_for_site
+
+    from build_index.llmstxt import LlmsOptions
+
+    options = LlmsOptions(
+        llms_txt=args.llms_txt,
+        llms_full_txt=args.llms_full_txt,
+        twins=args.twins,
+        exclude=(*args.exclude, *args.llms_exclude),
+    )
+    if options.anything:
+        print(llms_line(write_llms_for_site(site_dir, options, site_url=args.site_url)))
+
+
+def _llms_flags(s: argparse.ArgumentParser, when: str) -> None:
+    """The options of the files for AI assistants, shared by ``index`` and ``llms``."""
+    s.add_argument(
+        "--no-llms-txt", dest="llms_txt", action="store_false", help=f"{when}no llms.txt"
+    )
+    s.add_argument(
+        "--no-llms-full-txt",
+        dest="llms_full_txt",
+        action="store_false",
+        help=f"{when}no llms-full.txt",
+    )
+    s.add_argument(
+        "--no-twins", dest="twins", action="store_false", help=f"{when}no Markdown twins"
+    )
+    s.add_argument(
+        "--llms-exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help=f"{when}a page URL glob left out of them (--exclude's pages are too)",
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -207,7 +255,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--endpoint", default="", help="with --inject: the query function's URL")
     s.add_argument("--title", default=None, help="with --inject: the ask box's title")
     s.add_argument("--starter", action="append", default=[], help="with --inject: a question")
+    _llms_flags(s, "with --inject: ")
     s.set_defaults(func=cmd_index)
+
+    s = sub.add_parser(
+        "llms", help="write llms.txt, llms-full.txt and Markdown twins into a built site"
+    )
+    s.add_argument("site_dir")
+    s.add_argument("--site-url", default=None, help="where the site is published")
+    s.add_argument("--exclude", action="append", default=[], help="page URL glob to leave out")
+    _llms_flags(s, "")
+    s.set_defaults(func=cmd_llms)
 
     for name, func, helptext in (
         ("ask", cmd_ask, "answer a question from the index"),

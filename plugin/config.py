@@ -82,3 +82,10 @@ class AnchoredConfig(base.Config):
     # (MIKE_DOCS_VERSION), else none. Its aliases; empty: ANCHORED_VERSION_ALIASES.
     version = c.Type(str, default="")
     version_aliases = c.ListOfItems(c.Type(str), default=[])
+    # Docs for AI assistants (site/agents.md), written into the built site: llms.txt,
+    # llms-full.txt, and a Markdown twin beside every page (foo/index.html -> foo/index.md).
+    # Pages left out of the index are left out here too; llms_exclude leaves out more.
+    llms_txt = c.Type(bool, default=True)
+    llms_full_txt = c.Type(bool, default=True)
+    llms_twins = c.Type(bool, default=True)
+    llms_exclude = c.ListOfItems(c.Type(str), default=[])

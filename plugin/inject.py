@@ -22,13 +22,14 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mkdocs_anchored.config import AnchoredConfig
 from mkdocs_anchored.plugin import ASSET_URL, ASSETS, inject_widget
 
+from build_index.llmstxt import LlmsOptions, LlmsReport
 from build_index.static_site import _REFRESH, _html_files, _page_url  # same page set
 
 # The block inject_widget writes (any root, any settings), to replace on a re-run.
@@ -110,6 +111,45 @@ def _write_atomic(path: Path, text: str) -> None:
 def inject_from_args(site_dir: Path, endpoint: str, title: str | None, starters: list[str]) -> str:
     """``anchored index --inject``: inject, and the line to print."""
     options: dict[str, Any] = {"widget_endpoint": endpoint, "widget_starters": starters}
+def write_llms_for_site(
+    site_dir: Path, options: LlmsOptions, *, site_url: str | None = None
+) -> LlmsReport:
+    """llms.txt, llms-full.txt and the Markdown twins of a built static site, as the
+    plugin writes them at ``mkdocs build``: the same pages ``anchored index`` reads, the
+    nav, description and URL the home page shows (``site_nav``); ``site_url`` when given
+    is where the site is published."""
+    from build_index.llmstxt import page_description, site_base, write_llms
+    from build_index.site_nav import read_site_info
+    from build_index.static_site import pages_from_site_dir, site_name_of
+
+    pages = list(pages_from_site_dir(site_dir))
+    info = read_site_info(site_dir, [page.url for page in pages])
+    described = []
+    for page in pages:
+        own = page_description(page.html, info.description)
+        described.append(replace(page, meta={**page.meta, "description": own}) if own else page)
+    return write_llms(
+        site_dir,
+        described,
+        site_name=site_name_of(site_dir),
+        description=info.description,
+        base=site_base(site_url or info.site_url),
+        nav=info.nav,
+        options=options,
+    )
+
+
+def llms_line(report: LlmsReport) -> str:
+    """What ``anchored index --inject`` / ``anchored llms`` print about it."""
+    line = (
+        f"Markdown for AI assistants: {report.pages} pages, {len(report.written)} files "
+        f"written, {report.unchanged} unchanged"
+    )
+    for warning in report.warnings:
+        line += f"\nwarning: {warning}"
+    return line
+
+
     if title:
         options["widget_title"] = title
     try:

@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin, event_priority
+from mkdocs.structure import StructureItem
+from mkdocs.structure.files import Files
+from mkdocs.structure.nav import Navigation, Section
 from mkdocs.structure.pages import Page
 from mkdocs.utils import get_relative_url
 from mkdocs_anchored.config import AnchoredConfig
@@ -34,6 +37,7 @@ from build_index.quickcheck import inputs_digest, read_unchanged, write_stamp
 from build_index.types import PageInput
 
 if TYPE_CHECKING:
+    from build_index.llmstxt import LlmsOptions, NavItem
     from build_index.pipeline import BuildReport
 
 log = logging.getLogger("mkdocs.plugins.anchored")
@@ -54,6 +58,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         self.languages: tuple[str, ...] = ()  # mkdocs-static-i18n's, when it is used
         self.report: BuildReport | None = None
         self.version = ""  # the docs version being built (mike), "" when unversioned
+        self.nav: Navigation | None = None  # this build's nav, for llms.txt
 
     # Defining on_startup keeps this object alive across `mkdocs serve` rebuilds,
     # so the embedding cache and the page list survive reloads.
@@ -97,6 +102,13 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
 
     def on_page_context(
         self, context: dict[str, Any], *, page: Page, config: MkDocsConfig, nav: Any
+    def on_nav(
+        self, nav: Navigation, /, *, config: MkDocsConfig, files: Files
+    ) -> Navigation | None:
+        if not _i18n_nested_build(config):
+            self.nav = nav
+        return nav
+
     ) -> dict[str, Any] | None:
         if self.config.enabled and page.content is not None:
             meta = dict(page.meta or {})
@@ -184,6 +196,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         stamp_file = self.cache_dir / STAMP
         stamp = read_unchanged(stamp_file, digest, self.index_dir)
         if stamp is not None:
+        self._write_llms(config)
             for warning in stamp.warnings:  # as the pipeline logged them the first time
                 logging.getLogger("anchored").warning("anchored: %s", warning)
             log.info("anchored: index unchanged (%d chunks) in %s", stamp.chunks, self.index_dir)
@@ -222,6 +235,40 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         return {
             "code": __version__,
             "model": self.config.model,
+    def llms_options(self) -> LlmsOptions:
+        """What to write for AI assistants (the llms_* options; the index's exclusions too)."""
+        from build_index.llmstxt import LlmsOptions
+
+        return LlmsOptions(
+            llms_txt=self.config.llms_txt,
+            llms_full_txt=self.config.llms_full_txt,
+            twins=self.config.llms_twins,
+            exclude=(*self.config.exclude, *self.config.llms_exclude),
+        )
+
+    def _write_llms(self, config: MkDocsConfig) -> None:
+        """llms.txt, llms-full.txt and the Markdown twins, into the built site."""
+        options = self.llms_options()
+        if not options.anything:
+            return
+        from build_index.llmstxt import site_base, write_llms
+
+        report = write_llms(
+            Path(config.site_dir),
+            list(self.pages.values()),
+            site_name=config.site_name,
+            description=config.site_description or "",
+            base=site_base(config.site_url, self.version),
+            nav=nav_items(self.nav.items) if self.nav is not None else None,
+            options=options,
+        )
+        log.info(
+            "anchored: Markdown for AI assistants: %d pages, %d files written, %d unchanged",
+            report.pages,
+            len(report.written),
+            report.unchanged,
+        )
+
             "chunk_max_tokens": self.config.chunk_max_tokens,
             "chunk_parent_max_tokens": self.config.chunk_parent_max_tokens,
             "chunk_code_max_tokens": self.config.chunk_code_max_tokens,
@@ -327,6 +374,19 @@ def _i18n_nested_build(config: MkDocsConfig) -> bool:
     """True inside one of mkdocs-static-i18n's builds of a further language."""
     plugin = _i18n_plugin(config)
     return bool(getattr(plugin, "building", False))
+
+def nav_items(items: list[StructureItem]) -> list[NavItem]:
+    """MkDocs' nav (pages, sections, links) as ``llmstxt.NavItem``s (links left out)."""
+    from build_index.llmstxt import NavItem
+
+    out: list[NavItem] = []
+    for item in items:
+        if isinstance(item, Page):
+            out.append(NavItem(str(item.title or ""), item.url))
+        elif isinstance(item, Section):
+            out.append(NavItem(str(item.title or ""), None, tuple(nav_items(item.children))))
+    return out
+
 
 
 def _i18n_languages(config: MkDocsConfig) -> tuple[str, ...]:
