@@ -78,10 +78,6 @@ class AnchoredConfig(base.Config):
     # `anchored serve` only: log each question to this folder (relative to mkdocs.yml),
     # off when empty; see site/owners.md. On AWS the template's QuestionLogDays turns it on.
     question_log = c.Type(str, default="")
-    # Versioned docs (mike): the version this build is; empty: the one mike is building
-    # (MIKE_DOCS_VERSION), else none. Its aliases; empty: ANCHORED_VERSION_ALIASES.
-    version = c.Type(str, default="")
-    version_aliases = c.ListOfItems(c.Type(str), default=[])
     # Docs for AI assistants (site/agents.md), written into the built site: llms.txt,
     # llms-full.txt, and a Markdown twin beside every page (foo/index.html -> foo/index.md).
     # Pages left out of the index are left out here too; llms_exclude leaves out more.
@@ -89,3 +85,7 @@ class AnchoredConfig(base.Config):
     llms_full_txt = c.Type(bool, default=True)
     llms_twins = c.Type(bool, default=True)
     llms_exclude = c.ListOfItems(c.Type(str), default=[])
+    # Versioned docs (mike): the version this build is; empty: the one mike is building
+    # (MIKE_DOCS_VERSION), else none. Its aliases; empty: ANCHORED_VERSION_ALIASES.
+    version = c.Type(str, default="")
+    version_aliases = c.ListOfItems(c.Type(str), default=[])

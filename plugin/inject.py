@@ -108,9 +108,6 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def inject_from_args(site_dir: Path, endpoint: str, title: str | None, starters: list[str]) -> str:
-    """``anchored index --inject``: inject, and the line to print."""
-    options: dict[str, Any] = {"widget_endpoint": endpoint, "widget_starters": starters}
 def write_llms_for_site(
     site_dir: Path, options: LlmsOptions, *, site_url: str | None = None
 ) -> LlmsReport:
@@ -150,6 +147,9 @@ def llms_line(report: LlmsReport) -> str:
     return line
 
 
+def inject_from_args(site_dir: Path, endpoint: str, title: str | None, starters: list[str]) -> str:
+    """``anchored index --inject``: inject, and the line to print."""
+    options: dict[str, Any] = {"widget_endpoint": endpoint, "widget_starters": starters}
     if title:
         options["widget_title"] = title
     try:

@@ -100,8 +100,6 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             self.pages = {}
         self.languages = _i18n_languages(config)
 
-    def on_page_context(
-        self, context: dict[str, Any], *, page: Page, config: MkDocsConfig, nav: Any
     def on_nav(
         self, nav: Navigation, /, *, config: MkDocsConfig, files: Files
     ) -> Navigation | None:
@@ -109,6 +107,8 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             self.nav = nav
         return nav
 
+    def on_page_context(
+        self, context: dict[str, Any], *, page: Page, config: MkDocsConfig, nav: Any
     ) -> dict[str, Any] | None:
         if self.config.enabled and page.content is not None:
             meta = dict(page.meta or {})
@@ -191,12 +191,12 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         if self.config.widget and ASSETS.is_dir():
             target = Path(config.site_dir) / ASSET_URL
             shutil.copytree(ASSETS, target, dirs_exist_ok=True)
+        self._write_llms(config)
         settings = self.build_settings(config)
         digest = inputs_digest(self.pages.values(), settings)
         stamp_file = self.cache_dir / STAMP
         stamp = read_unchanged(stamp_file, digest, self.index_dir)
         if stamp is not None:
-        self._write_llms(config)
             for warning in stamp.warnings:  # as the pipeline logged them the first time
                 logging.getLogger("anchored").warning("anchored: %s", warning)
             log.info("anchored: index unchanged (%d chunks) in %s", stamp.chunks, self.index_dir)
@@ -230,11 +230,6 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         )
         self._maybe_publish()
 
-    def build_settings(self, config: MkDocsConfig) -> dict[str, Any]:
-        """Everything besides the pages that the index is made from (plain data)."""
-        return {
-            "code": __version__,
-            "model": self.config.model,
     def llms_options(self) -> LlmsOptions:
         """What to write for AI assistants (the llms_* options; the index's exclusions too)."""
         from build_index.llmstxt import LlmsOptions
@@ -269,6 +264,11 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             report.unchanged,
         )
 
+    def build_settings(self, config: MkDocsConfig) -> dict[str, Any]:
+        """Everything besides the pages that the index is made from (plain data)."""
+        return {
+            "code": __version__,
+            "model": self.config.model,
             "chunk_max_tokens": self.config.chunk_max_tokens,
             "chunk_parent_max_tokens": self.config.chunk_parent_max_tokens,
             "chunk_code_max_tokens": self.config.chunk_code_max_tokens,
@@ -370,11 +370,6 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         log.info("anchored: version %s of the index in %s", self.version, self.index_dir)
 
 
-def _i18n_nested_build(config: MkDocsConfig) -> bool:
-    """True inside one of mkdocs-static-i18n's builds of a further language."""
-    plugin = _i18n_plugin(config)
-    return bool(getattr(plugin, "building", False))
-
 def nav_items(items: list[StructureItem]) -> list[NavItem]:
     """MkDocs' nav (pages, sections, links) as ``llmstxt.NavItem``s (links left out)."""
     from build_index.llmstxt import NavItem
@@ -387,6 +382,11 @@ def nav_items(items: list[StructureItem]) -> list[NavItem]:
             out.append(NavItem(str(item.title or ""), None, tuple(nav_items(item.children))))
     return out
 
+
+def _i18n_nested_build(config: MkDocsConfig) -> bool:
+    """True inside one of mkdocs-static-i18n's builds of a further language."""
+    plugin = _i18n_plugin(config)
+    return bool(getattr(plugin, "building", False))
 
 
 def _i18n_languages(config: MkDocsConfig) -> tuple[str, ...]:
