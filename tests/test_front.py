@@ -39,8 +39,60 @@ def test_viewer_address_forms() -> None:
     assert viewer_ip("2001:db8::1:46532") == "2001:db8::1"
     assert viewer_ip("[2001:db8::7]:443") == "2001:db8::7"
     assert viewer_ip("203.0.113.4, 130.176.1.10") == "203.0.113.4"
-    assert viewer_ip("2001:db8::5") == "2001:db8::5"
     assert viewer_ip("") is None and viewer_ip("nonsense") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [
+        # A compressed address whose port reads as one more group (issue 23, finding 6).
+        ("2001:db8::a:b:c:d:443", "2001:db8::a:b:c:d"),
+        ("2001:db8::a:b:c:d:80", "2001:db8::a:b:c:d"),
+        ("2001:db8:0:a:b:c:d:1:443", "2001:db8:0:a:b:c:d:1"),
+        ("2001:db8::1:1", "2001:db8::1"),
+        ("::1:443", "::1"),
+        ("::ffff:198.51.100.7:443", "::ffff:c633:6407"),
+        ("[2001:db8::a:b:c:d]:443", "2001:db8::a:b:c:d"),
+        ("[::1]:8080", "::1"),
+        ("198.51.100.10:443", "198.51.100.10"),
+        ("198.51.100.10", "198.51.100.10"),
+        ("2001:DB8::A:443", "2001:db8::a"),
+        ("[2001:db8::7", None),
+        ("2001:db8::zz:443", None),
+    ],
+)
+def test_cloudfront_viewer_address_has_its_port_taken_off_first(
+    value: str, address: str | None
+) -> None:
+    assert viewer_ip(value, with_port=True) == address
+
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [
+        # X-Forwarded-For and the like: an unbracketed IPv6 address is read whole.
+        ("2001:db8::5", "2001:db8::5"),
+        ("2001:db8::a:b:c:d", "2001:db8::a:b:c:d"),
+        ("2001:db8::a:b:c:443", "2001:db8::a:b:c:443"),
+        ("::1", "::1"),
+        ("[2001:db8::7]:443", "2001:db8::7"),
+        ("198.51.100.10:443, 130.176.1.10", "198.51.100.10"),
+        (" 203.0.113.4 ", "203.0.113.4"),
+        ("unknown", None),
+    ],
+)
+def test_forwarded_for_reads_a_bare_address_whole(value: str, address: str | None) -> None:
+    assert viewer_ip(value, with_port=False) == address
+
+
+def test_one_ipv6_reader_keeps_one_key_whatever_the_host_part(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    # Compressed addresses of one /64 with a short port: one reader to the limit.
+    app = create_app(settings_for(qa_index, tmp_path, front_secret=SECRET))
+    hosts = ["2001:db8::a:b:c:d", "2001:db8::a:b:c:e", "2001:db8::1:2:3:4", "2001:db8::9:9:9:9"]
+    sent = [{"x-anchored-front": SECRET, "cloudfront-viewer-address": f"{h}:443"} for h in hosts]
+    assert statuses(app, sent) == [200, 200, 200, 429]
 
 
 def test_without_the_secret_header_everything_is_refused(qa_index: Path, tmp_path: Path) -> None:

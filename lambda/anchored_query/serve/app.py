@@ -48,7 +48,7 @@ from anchored_query.question.validation import (
     parse_search,
     parse_version,
 )
-from anchored_query.serve.front import FrontOnly, viewer_ip
+from anchored_query.serve.front import WITH_PORT, FrontOnly, viewer_ip
 from anchored_query.serve.mcp_server import LazyMcp
 from anchored_query.serve.streaming import EventStream, events, precheck, wants_stream
 from anchored_query.settings import Settings
@@ -142,7 +142,8 @@ def create_app(
     def client_of(request: Request) -> str:
         host = request.client.host if request.client else "unknown"
         if settings.front_secret:  # the front (CloudFront) is the peer; it names the reader
-            host = viewer_ip(request.headers.get(settings.client_ip_header, "")) or host
+            value = request.headers.get(settings.client_ip_header, "")
+            host = viewer_ip(value, with_port=settings.client_ip_header in WITH_PORT) or host
         return client_key(host, ipv6_prefix=settings.rate_limit_ipv6_prefix)
 
     async def limited(request: Request) -> None:

@@ -21,21 +21,34 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 FRONT_HEADER = b"x-anchored-front"
 
 
-def viewer_ip(value: str) -> str | None:
+# Headers whose value is always ``address:port``, an unbracketed IPv6 address too.
+WITH_PORT = frozenset({"cloudfront-viewer-address"})
+
+
+def viewer_ip(value: str, *, with_port: bool = True) -> str | None:
     """The address in a ``CloudFront-Viewer-Address`` (``ip:port``, IPv6 too) or
-    ``X-Forwarded-For`` (first entry) value; None when there is none."""
+    ``X-Forwarded-For`` (first entry) value; None when there is none.
+
+    The port comes off before the address is parsed: ``2001:db8::a:b:c:d:443`` is
+    also a valid IPv6 address, so an unbracketed IPv6 address loses its last group
+    only when the header always carries a port (``with_port``: CloudFront's);
+    ``[v6]:port`` and ``v4:port`` are read whatever the header.
+    """
     value = value.split(",", 1)[0].strip()
-    candidates = [value]
-    if value.startswith("[") and "]" in value:  # [2001:db8::1]:443
-        candidates.insert(0, value[1 : value.index("]")])
-    elif ":" in value:
-        candidates.append(value.rsplit(":", 1)[0])  # 198.51.100.10:46532, 2001:db8::1:46532
-    for candidate in candidates:
-        try:
-            return str(ipaddress.ip_address(candidate))
-        except ValueError:
-            continue
-    return None
+    if value.startswith("["):  # [2001:db8::7]:443
+        address = value[1 : value.find("]")] if "]" in value else ""
+    elif value.count(":") == 1:  # 198.51.100.10:46532
+        address = value.partition(":")[0]
+    elif with_port and ":" in value:  # 2001:db8::1:46532
+        address, _, port = value.rpartition(":")
+        if not (port.isascii() and port.isdigit() and int(port) <= 65535):
+            address = value  # no port after all
+    else:  # an address alone: 203.0.113.4, 2001:db8::5
+        address = value
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
 
 
 class FrontOnly:
