@@ -100,11 +100,13 @@ class LlmsReport:
 
 
 def site_base(site_url: str | None, version: str = "") -> str:
-    """Where the site root is published: ``site_url`` (plus the version folder under
-    mike), else ``/`` (links root-relative)."""
+    """Where the site root is published: ``site_url``, else ``/`` (links root-relative);
+    under mike, in the version's folder (mike's own build already puts the version at
+    the end of ``site_url``)."""
     base = (site_url or "/").rstrip("/") + "/"
-    if version:
-        base += version.strip("/") + "/"
+    folder = version.strip("/")
+    if folder and not base.endswith(f"/{folder}/"):
+        base += folder + "/"
     return base
 
 

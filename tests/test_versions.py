@@ -169,6 +169,27 @@ def test_mike_builds_each_version_with_its_own_index(mike_site: MikeSite) -> Non
         assert json.loads(CONFIG.search(page).group(1))["version"] == version  # type: ignore[union-attr]
 
 
+def test_mike_builds_llms_txt_and_twins_per_version(mike_site: MikeSite) -> None:
+    """Each version's folder has its own llms.txt and twins, linked under the version."""
+    from tests.llms_check import links, parse_llms_txt, target_file
+
+    for version, pages in (("1.0", 2), ("2.0", 3)):
+        root = mike_site.pages / version
+        parsed = parse_llms_txt((root / "llms.txt").read_text("utf-8"))
+        assert parsed.title == "Versioned Fixture"
+        urls = [url for _, items in parsed.sections for _, url, _ in items]
+        base = f"https://docs.example.test/{version}/"
+        assert len(urls) == pages and urls[0] == base + "index.md"
+        for path in [root / "llms.txt", root / "llms-full.txt", *root.rglob("*.md")]:
+            for url in links(path.read_text("utf-8")):
+                if url.startswith("https://docs.example.test/"):
+                    assert url.startswith(base), url
+                    assert target_file(root, base, url).is_file(), url  # type: ignore[union-attr]
+    twin = (mike_site.pages / "2.0" / "configuration" / "index.md").read_text("utf-8")
+    assert "## Timeout {#timeout}" in twin and "30 seconds" in twin
+    assert "30 seconds" not in (mike_site.pages / "1.0" / "llms-full.txt").read_text("utf-8")
+
+
 def test_an_unversioned_index_refuses_a_version(mike_site: MikeSite, tmp_path: Path) -> None:
     engine = _engine(mike_site.store / "versions" / "1.0", tmp_path / "cache")  # a plain index
     assert "version" not in engine.ask(AskRequest(question=Q))
