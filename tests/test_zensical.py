@@ -71,6 +71,10 @@ def test_inject_writes_assets_and_page_settings_once(zensical_site: Path) -> Non
     site = zensical_site / "site"
     first = _index(zensical_site, "--endpoint", "https://ask.example.com/", "--starter", "Port?")
     assert "ask box in" in first.stdout
+    # and the files for AI assistants (site/agents.md), beside the pages
+    assert "Markdown for AI assistants: 7 pages" in first.stdout
+    assert (site / "llms.txt").is_file() and (site / "llms-full.txt").is_file()
+    assert (site / "guide" / "configuration" / "index.md").is_file()
     for name in ("anchored.js", "anchored.css", "dialog.js", "text.js"):
         assert (site / "assets" / "anchored" / name).is_file()
     pages = {
