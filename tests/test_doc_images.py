@@ -63,6 +63,17 @@ MADE_BY: dict[str, tuple[str, str, dict[str, str]]] = {
         "`search-ask-${scheme === 'slate' ? 'dark' : 'light'}-${width}.png`",
         {"scheme === 'slate' ? 'dark' : 'light'": "dark", "width": "375"},
     ),
+    "page-menu-light-1280.png": (
+        B + "pagemenu.test.js",
+        "`page-menu-${scheme}-${width}.png`",
+        {"scheme": "light", "width": "1280"},
+    ),
+    "page-menu-dark-375.png": (
+        B + "pagemenu.test.js",
+        "`page-menu-${scheme}-${width}.png`",
+        {"scheme": "dark", "width": "375"},
+    ),
+    "page-menu-mcp.png": (B + "pagemenu.test.js", "'page-menu-mcp.png'", {}),
     "back-conversation.png": (B + "docshots.test.js", "'back-conversation.png'", {}),
     "link-text-fragment.png": (B + "docshots.test.js", "'link-text-fragment.png'", {}),
     "languages.png": (B + "languages.test.js", "'languages.png'", {}),

@@ -18,6 +18,9 @@ const DEFAULTS = {
   title: 'Ask the docs',
   scopes: true,
   timeout: 30000,
+  page_menu: ['copy', 'view', 'chatgpt', 'claude', 'mcp'],
+  ask_links: true,
+  site_name: '',
 };
 
 function readConfig() {
@@ -364,6 +367,52 @@ document.addEventListener('keydown', (e) => {
   openDialog();
 });
 
+// ---- the page menu: its button by the page's title, the menu itself (pagemenu.js) on first use
+let menuModule = null;
+let menuWrap = null;
+
+async function menuOf(wrap, b) {
+  const { createMenu } = await (menuModule ||= import('./pagemenu.js'));
+  return (wrap.menu ||= createMenu(wrap, b, { cfg, root, page: currentPage }));
+}
+
+function addPageMenu() {
+  const entries = Array.isArray(cfg.page_menu) ? cfg.page_menu : [];
+  if (!entries.length || (menuWrap && menuWrap.isConnected)) return;
+  const h1 = document.querySelector('.md-content__inner h1, [role="main"] h1, main h1') || document.querySelector('h1');
+  if (!h1) return;
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'anchored-menu__btn';
+  b.setAttribute('aria-expanded', 'false');
+  const label = document.createElement('span');
+  label.textContent = entries.includes('copy') ? 'Copy page' : 'Page menu';
+  if (entries.includes('copy')) b.append(icon('copy'));
+  b.append(label, icon('chevron'));
+  menuWrap = document.createElement('div');
+  menuWrap.className = 'anchored-ui anchored-menu';
+  menuWrap.append(b);
+  const wrap = menuWrap;
+  b.addEventListener('click', async () => (await menuOf(wrap, b)).toggle());
+  b.addEventListener('keydown', async (e) => {
+    if (e.key !== 'ArrowDown' && e.key !== 'ArrowUp') return;
+    e.preventDefault();
+    (await menuOf(wrap, b)).open(e.key === 'ArrowUp' ? -1 : 0);
+  });
+  h1.before(wrap);
+}
+
+// ---- a question asked by a link: ?ask=… opens the box and asks it, in a new conversation
+async function askFromLocation() {
+  if (cfg.ask_links === false || !/[?&]ask=/.test(location.search)) return;
+  const { readAsk, stripAsk } = await import('./pagelinks.js');
+  const q = readAsk(location.search);
+  history.replaceState(history.state, '', location.pathname + stripAsk(location.search) + location.hash);
+  if (!q) return;
+  await openDialog();
+  dialog.askNew(q);
+}
+
 function onPage() {
   if (pill && pill.dataset.path !== location.pathname) hidePill(); // left over from the previous page
   if (!button || !button.isConnected) {
@@ -371,7 +420,9 @@ function onPage() {
     attach(button);
   }
   searchAsk();
+  addPageMenu();
   highlightFromLocation();
+  askFromLocation();
   reopenIfMarked();
 }
 

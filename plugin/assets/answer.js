@@ -5,7 +5,9 @@
 // showTip(chip, citation), hideTip(), sendFeedback(payload): Promise, saved(),
 // host (element for the copy fallback), retry(turn), searchHref(q), openSearch(q): boolean,
 // linkFor(href): absolute URL of a link in answer text that stays on the site, or null;
-// follow(event): a link in the answer was clicked.
+// follow(event): a link in the answer was clicked; questionLink(q): the link that asks q
+// again (?ask=), or null when question links are off.
+import { copyText } from './clipboard.js';
 import { el, icon } from './dom.js';
 import { languageNote } from './languages.js';
 import { answerBlocks, toMarkdown } from './markdown.js';
@@ -17,6 +19,7 @@ const REASONS = [
   ['missing', 'Not covered well'],
   ['bad_citation', 'Sources don’t match'],
 ];
+const LINK = 'M3.9 12c0-1.7 1.4-3.1 3.1-3.1h4V7H7a5 5 0 0 0 0 10h4v-1.9H7c-1.7 0-3.1-1.4-3.1-3.1M8 13h8v-2H8v2m9-6h-4v1.9h4c1.7 0 3.1 1.4 3.1 3.1s-1.4 3.1-3.1 3.1h-4V17h4a5 5 0 0 0 0-10z';
 let radios = 0;
 
 function citeLink(ctx, c, cls, ...content) {
@@ -133,27 +136,7 @@ function feedback(ctx, turn) {
   return [box, reasonForm];
 }
 
-async function copyText(ctx, text) {
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    const ta = el('textarea', { class: 'anchored-sr' });
-    ta.value = text;
-    ctx.host.append(ta); // inside the modal dialog: the rest of the page is inert
-    ta.select();
-    let ok = false;
-    try {
-      ok = document.execCommand('copy');
-    } catch {
-      ok = false;
-    }
-    ta.remove();
-    return ok;
-  }
-}
-
-function copyButton(ctx, what, text, label = 'Copy answer', cls = 'anchored-btn') {
+function copyButton(ctx, what, text, label = 'Copy answer', cls = 'anchored-btn', glyph = undefined) {
   const span = el('span', { text: label });
   return el(
     'button',
@@ -162,12 +145,12 @@ function copyButton(ctx, what, text, label = 'Copy answer', cls = 'anchored-btn'
       class: cls,
       'aria-label': what,
       onclick: async () => {
-        const ok = await copyText(ctx, text());
+        const ok = await copyText(text(), ctx.host);
         span.textContent = ok ? 'Copied' : 'Copy failed';
         setTimeout(() => (span.textContent = label), 2000);
       },
     },
-    icon('copy'),
+    icon('copy', glyph),
     span,
   );
 }
@@ -277,7 +260,7 @@ function renderReply(ctx, turn) {
   const meta = r.passages_considered ? `Based on ${r.passages_considered} passages read` : '';
   if (r.version) out.push(el('p', { class: 'anchored-version-note', text: `From the docs of version ${r.version}` }));
   out.push(
-    el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(ctx, 'Copy answer as Markdown', () => toMarkdown(r, ctx.hrefFor, ctx.linkFor)), ...(r.id ? feedback(ctx, turn) : [])),
+    el('div', { class: 'anchored-actions' }, meta ? el('span', { class: 'anchored-meta', text: meta }) : null, r.abstained ? null : copyButton(ctx, 'Copy answer as Markdown', () => toMarkdown(r, ctx.hrefFor, ctx.linkFor)), ctx.questionLink ? copyButton(ctx, 'Copy link to this question', () => ctx.questionLink(turn.q), 'Copy link', 'anchored-btn', LINK) : null, ...(r.id ? feedback(ctx, turn) : [])),
   );
   return out;
 }

@@ -6,6 +6,7 @@ import { el, icon } from './dom.js';
 import { languageControl } from './languages.js';
 import { versionControl } from './versions.js';
 import { siteLink } from './markdown.js';
+import { questionLink } from './pagelinks.js';
 import { answerText, citationHref, citationPath, prefixLabel, sectionPrefix } from './text.js';
 
 const STORE = 'anchored:conversation';
@@ -185,6 +186,8 @@ export function createDialog(env) {
       if (env.leaving) env.leaving();
     },
     searchHref: (q) => env.searchHref(q),
+    // "Copy link": this page with ?ask= (off with widget_ask_links: false)
+    questionLink: cfg.ask_links === false ? null : (q) => questionLink(location.href, q),
     openSearch: (q) => {
       if (!env.openSearch(q)) return false;
       close(false);
@@ -307,6 +310,12 @@ export function createDialog(env) {
     input.focus();
   }
 
+  // A question from a link stands alone: a new conversation, no earlier turns as history.
+  function askNew(q) {
+    reset();
+    ask(q);
+  }
+
   function open(from) {
     opener = from && from !== document.body ? from : null;
     refreshScope();
@@ -349,5 +358,5 @@ export function createDialog(env) {
   });
 
   renderAll();
-  return { open, close, element: dialog, ask };
+  return { open, close, element: dialog, ask, askNew };
 }

@@ -66,6 +66,9 @@ ROUTES = [
     (("busy", "429"), "busy"),
 ]
 
+# Pages built without a Markdown twin: the page menu's "Copy page" says so.
+NO_TWIN = {"about.md"}
+
 STATE: dict[str, list[dict]] = {"feedback": [], "asks": []}
 LOCK = threading.Lock()
 
@@ -89,8 +92,22 @@ def build_sites(out: Path, origin: str) -> dict[str, Path]:
             check=True,
             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         )
+        write_twins(HERE / "pages" / "docs", dest)
         built[name] = dest
     return built
+
+
+def write_twins(docs: Path, site: Path) -> None:
+    """The Markdown twin beside each page's HTML, as the build writes it (directory URLs:
+    ``foo/bar.md`` → ``foo/bar/index.md``, the home page ``index.md``), here the page's
+    own source; none for NO_TWIN."""
+    for source in sorted(docs.rglob("*.md")):
+        rel = source.relative_to(docs).as_posix()
+        if rel in NO_TWIN:
+            continue
+        folder = rel[: -len(".md")]
+        twin = "index.md" if rel == "index.md" else folder.removesuffix("/index") + "/index.md"
+        (site / twin).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
 
 
 def widget_tags(root: str, page: str, overrides: dict) -> str:
@@ -107,6 +124,9 @@ def widget_tags(root: str, page: str, overrides: dict) -> str:
         "scopes": True,
         "search_ask": True,
         "timeout": 30000,
+        "page_menu": ["copy", "view", "chatgpt", "claude", "mcp"],
+        "ask_links": True,
+        "site_name": "Anchored test site",
     }
     config.update(overrides)
     data = json.dumps(config, ensure_ascii=False).replace("</", "<\\/")
