@@ -42,6 +42,11 @@ class TimeoutOption(c.Type[float]):
         return number
 
 
+# The page menu's entries (plugin/assets/pagelinks.js MENU_ENTRIES): copy the page as
+# Markdown, view it, open it in ChatGPT, in Claude, the MCP install snippets.
+PAGE_MENU = ("copy", "view", "chatgpt", "claude", "mcp")
+
+
 class AnchoredConfig(base.Config):
     """Options of the ``anchored`` plugin; related options share a prefix."""
 
@@ -75,6 +80,10 @@ class AnchoredConfig(base.Config):
     # Seconds the ask box waits for an answer; keep it above the function's
     # ANCHORED_DEADLINE_S (20 s by default) so the function's own fallback arrives first.
     widget_timeout = TimeoutOption(default=30.0)
+    # The page menu by each page's title, its entries in this order; [] turns it off.
+    widget_page_menu = c.ListOfItems(c.Choice(PAGE_MENU), default=list(PAGE_MENU))
+    # `?ask=…` on a page opens the ask box and asks; each answer offers "Copy link".
+    widget_ask_links = c.Type(bool, default=True)
     # `anchored serve` only: log each question to this folder (relative to mkdocs.yml),
     # off when empty; see site/owners.md. On AWS the template's QuestionLogDays turns it on.
     question_log = c.Type(str, default="")

@@ -74,6 +74,9 @@ def page_settings(config: AnchoredConfig, page_url: str) -> dict[str, Any]:
         "shortcut": config.widget_shortcut,
         "search_ask": config.widget_search_ask,
         "timeout": round(config.widget_timeout * 1000),
+        "page_menu": list(config.widget_page_menu),
+        "ask_links": config.widget_ask_links,
+        "site_name": "",  # a built site's name is not known here: the menu names it by host
         "scopes": True,
     }
 

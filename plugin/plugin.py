@@ -59,6 +59,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
         self.report: BuildReport | None = None
         self.version = ""  # the docs version being built (mike), "" when unversioned
         self.nav: Navigation | None = None  # this build's nav, for llms.txt
+        self.site_name = ""  # names the docs' MCP server in the page menu's snippets
 
     # Defining on_startup keeps this object alive across `mkdocs serve` rebuilds,
     # so the embedding cache and the page list survive reloads.
@@ -70,6 +71,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             return config
         root = Path(config.config_file_path or ".").resolve().parent
         self._root = root
+        self.site_name = config.site_name or ""
         self.cache_dir = (root / self.config.cache_dir).resolve()
         store = self.config.store
         self.version = self._docs_version()
@@ -154,6 +156,9 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             "shortcut": self.config.widget_shortcut,
             "search_ask": self.config.widget_search_ask,
             "timeout": round(self.config.widget_timeout * 1000),
+            "page_menu": list(self.config.widget_page_menu),
+            "ask_links": self.config.widget_ask_links,
+            "site_name": self.site_name,
             "scopes": True,
             # mkdocs-static-i18n: the ask box offers the other languages (languages.js)
             **({"languages": list(self.languages)} if len(self.languages) > 1 else {}),

@@ -37,6 +37,9 @@ def test_defaults_load_without_errors() -> None:
         ({"widget_timeout": "soon"}, "Expected type"),
         ({"widget_timeout": True}, "number of seconds"),
         ({"widget_search_ask": "no"}, "Expected type"),
+        ({"widget_page_menu": ["copy", "gemini"]}, "gemini"),
+        ({"widget_page_menu": "copy"}, "list"),
+        ({"widget_ask_links": "no"}, "Expected type"),
     ],
 )
 def test_bad_options_are_reported(options: dict[str, object], message: str) -> None:
@@ -59,6 +62,25 @@ def test_widget_settings_carry_search_ask_and_the_timeout_in_ms() -> None:
     defaults.load_config({})
     assert defaults.widget_settings(Page())["timeout"] == 30000  # type: ignore[arg-type]
     assert defaults.widget_settings(Page())["search_ask"] is True  # type: ignore[arg-type]
+
+
+def test_widget_settings_carry_the_page_menu_and_question_links() -> None:
+    class Page:
+        url = "guide/install/"
+
+    defaults = AnchoredPlugin()
+    defaults.load_config({})
+    settings = defaults.widget_settings(Page())  # type: ignore[arg-type]
+    assert settings["page_menu"] == ["copy", "view", "chatgpt", "claude", "mcp"]
+    assert settings["ask_links"] is True
+    plugin = AnchoredPlugin()
+    errors, _ = plugin.load_config({"widget_page_menu": ["mcp", "copy"], "widget_ask_links": False})
+    assert errors == []
+    settings = plugin.widget_settings(Page())  # type: ignore[arg-type]
+    assert settings["page_menu"] == ["mcp", "copy"] and settings["ask_links"] is False
+    off = AnchoredPlugin()
+    assert off.load_config({"widget_page_menu": []})[0] == []
+    assert off.widget_settings(Page())["page_menu"] == []  # type: ignore[arg-type]
 
 
 def test_config_starts_with_enabled() -> None:
