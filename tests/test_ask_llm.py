@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,24 @@ def test_bedrock_converse(qa_index: Path, tmp_path: Path, monkeypatch: pytest.Mo
             body = ask(c, "How do I change the port?").json()
         assert body["mode"] == "llm" and body["answer"]
         assert srv.requests[-1].model == "anthropic.claude-test"
+
+
+def test_a_reply_far_over_max_tokens_is_cut_and_the_quote_comes_in_time(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    # 3.9 MB of cited sentences where 600 tokens were asked for (issue 23, finding 8): it
+    # was read whole and checked sentence by sentence, 26 s of CPU, past the 20 s deadline.
+    # Cut at what 600 tokens can be, it is refused at once and the docs are quoted.
+    def huge(request: Any) -> str:
+        cited = quote_passages(k=2)(request) + " "
+        return cited * (3_900_000 // len(cited))
+
+    openai.script(Reply(huge))
+    with openai_client(qa_index, tmp_path, openai) as c:
+        wall, cpu = time.perf_counter(), time.process_time()
+        response = ask(c, "Which port does Skylark use?")
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    body = response.json()
+    assert response.status_code == 200
+    assert body["mode"] == "extractive" and body["fallback"] == "malformed"
+    assert wall < 5 and cpu < 5, (wall, cpu)

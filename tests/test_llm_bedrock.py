@@ -12,6 +12,7 @@ import botocore.retries.standard
 import pytest
 from anchored_query.errors import LLMError
 from anchored_query.llm import BedrockClient, ChatMessage, Completion, LLMClient
+from anchored_query.llm.base import reply_byte_bound
 from anchored_query.llm.bedrock import _timeout_step, converse_messages
 from fakes import (
     Disconnect,
@@ -364,3 +365,34 @@ def test_unclosed_reasoning_block_is_truncated(
     with pytest.raises(LLMError) as caught:
         client.complete(MESSAGES)
     assert caught.value.category == "truncated"
+
+
+# 3.9 MB of reply where 600 tokens were asked for (issue 23, finding 8).
+HUGE = ("x" * 999 + " ") * 3900
+
+
+def test_a_reply_longer_than_max_tokens_allows_is_cut_at_its_bound(
+    srv: FakeBedrockServer, client: BedrockClient
+) -> None:
+    srv.script(Reply("Skylark " * 600))  # within the bound it is an answer
+    assert client.complete(MESSAGES, max_tokens=600).text.startswith("Skylark")
+    srv.script(Reply(HUGE))
+    started = time.perf_counter()
+    with pytest.raises(LLMError) as info:
+        client.complete(MESSAGES, max_tokens=600)
+    assert info.value.category == "malformed"
+    assert f"{reply_byte_bound(600)} bytes" in info.value.detail  # read to 85 kB, not 3.9 MB
+    assert len(srv.requests) == 2  # not retried
+    assert time.perf_counter() - started < 1.5
+
+
+def test_a_streamed_reply_is_cut_at_the_same_bound(
+    srv: FakeBedrockServer, client: BedrockClient
+) -> None:
+    srv.script(Reply(HUGE))
+    seen: list[str] = []
+    with pytest.raises(LLMError) as info:
+        for event in client.stream(MESSAGES, max_tokens=600, timeout_s=10):
+            seen.append(event if isinstance(event, str) else "")
+    assert info.value.category == "malformed"
+    assert sum(len(piece) for piece in seen) <= reply_byte_bound(600)

@@ -19,6 +19,7 @@ from anchored_query.llm import (
     OpenAICompatClient,
     make_client,
 )
+from anchored_query.llm.base import reply_byte_bound
 from fakes import (
     Disconnect,
     Empty,
@@ -325,6 +326,38 @@ def test_oversized_answer_raises_malformed(srv: FakeOpenAIServer) -> None:
     srv.script(Reply("x" * 50_000))
     with OpenAICompatClient(srv.url, KEY, "m", max_response_bytes=10_000) as llm:
         assert fail(llm).category == "malformed"
+
+
+# 3.9 MB of reply where 600 tokens were asked for (issue 23, finding 8): long words, so
+# the streamed variant is a few thousand events, not a million.
+HUGE = ("x" * 999 + " ") * 3900
+
+
+def test_a_reply_longer_than_max_tokens_allows_is_cut_at_its_bound(
+    srv: FakeOpenAIServer, client: OpenAICompatClient
+) -> None:
+    srv.script(Reply(HUGE))
+    started = time.perf_counter()
+    error = fail(client, max_tokens=600)
+    assert error.category == "malformed"
+    assert f"{reply_byte_bound(600)} bytes" in error.detail  # read to 85 kB, not 3.9 MB
+    assert len(srv.requests) == 1  # not retried
+    assert time.perf_counter() - started < 1.5
+    # Within the bound it is an answer: 600 tokens of long words still fit.
+    srv.script(Reply("Skylark " * 600))
+    assert client.complete(MESSAGES, max_tokens=600).text.startswith("Skylark")
+
+
+def test_a_streamed_reply_is_cut_at_the_same_bound(
+    srv: FakeOpenAIServer, client: OpenAICompatClient
+) -> None:
+    srv.script(Reply(HUGE))
+    seen: list[str] = []
+    with pytest.raises(LLMError) as info:
+        for event in client.stream(MESSAGES, max_tokens=600, timeout_s=10):
+            seen.append(event if isinstance(event, str) else "")
+    assert info.value.category == "malformed"
+    assert sum(len(piece) for piece in seen) <= reply_byte_bound(600)
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,22 @@ def check_request(messages: Sequence[ChatMessage], max_tokens: int, temperature:
         raise ValueError(f"temperature must be between 0 and 2, got {temperature!r}")
 
 
+# How many bytes a reply of ``max_tokens`` tokens can take on the wire, generously: a token
+# is about 4 bytes of English, a CJK character 3 bytes of UTF-8 or 6 as a JSON ``\uXXXX``
+# escape (12 for a surrogate pair), and the longest tokens (runs of spaces, ``=====``) are
+# some 16 to 32 characters; the envelope holds the rest of the body (JSON fields, usage,
+# ids). At the default 600 tokens: 84,736 bytes, against the 4 MB a misbehaving server
+# could otherwise send, all of which would then be parsed and checked.
+REPLY_BYTES_PER_TOKEN = 32
+REPLY_ENVELOPE_BYTES = 64 * 1024
+
+
+def reply_byte_bound(max_tokens: int) -> int:
+    """The most bytes a reply of at most ``max_tokens`` tokens is read to; a longer one
+    is cut there and refused (``malformed``): no model keeps to ``max_tokens`` that way."""
+    return REPLY_ENVELOPE_BYTES + REPLY_BYTES_PER_TOKEN * max(1, max_tokens)
+
+
 def check_timeout(timeout_s: float, what: str = "timeout_s") -> float:
     """Return ``timeout_s`` as a float after checking it is a positive, finite number."""
     value = float(timeout_s)

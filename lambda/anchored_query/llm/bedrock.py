@@ -47,6 +47,7 @@ from anchored_query.llm.base import (
     UnclosedReasoning,
     check_request,
     check_timeout,
+    reply_byte_bound,
     strip_reasoning,
     usage_int,
 )
@@ -190,7 +191,7 @@ class BedrockClient(Closing):
         with (
             AttemptDeadline(per_attempt_s) as deadline,
             self._errors(deadline, "response is not the Converse format"),
-            _held_to(deadline),
+            _held_to(deadline, reply_byte_bound(max_tokens)),
         ):
             response = self._client(per_attempt_s).converse(**request)
         return self._text(response)
@@ -210,6 +211,7 @@ class BedrockClient(Closing):
         request = self._request(messages, max_tokens, temperature)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
         parts: list[str] = []
+        size, limit = 0, reply_byte_bound(max_tokens)
         stop: Any = None
         usage: Any = None
         # An exception event mid-stream is a ClientError too (EventStreamError).
@@ -223,6 +225,9 @@ class BedrockClient(Closing):
                 for event in events:
                     delta = event.get("contentBlockDelta", {}).get("delta", {})
                     if isinstance(delta.get("text"), str) and delta["text"]:
+                        size += len(delta["text"].encode("utf-8", "replace"))
+                        if size > limit:
+                            raise ReplyTooLarge(limit)
                         parts.append(delta["text"])
                         yield delta["text"]
                     stop = event.get("messageStop", {}).get("stopReason", stop)
@@ -293,6 +298,8 @@ class BedrockClient(Closing):
             return self._error("auth", str(exc), exc)
         if isinstance(exc, ResponseParserError):
             return self._error("malformed", malformed, exc)
+        if isinstance(exc, ReplyTooLarge):
+            return self._error("malformed", str(exc), exc)
         if reading and isinstance(exc, urllib3.exceptions.ReadTimeoutError):
             return self._error("timeout", f"no answer within {per_attempt_s:g}s", exc)
         if reading and isinstance(exc, urllib3.exceptions.HTTPError):  # dropped mid-stream
@@ -366,20 +373,32 @@ class BedrockClient(Closing):
         )
 
 
+class ReplyTooLarge(Exception):
+    """A reply longer than its ``max_tokens`` allows (:func:`.base.reply_byte_bound`)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"reply larger than {limit} bytes")
+
+
 # The deadline of the call this thread is making (botocore sends in the caller's
-# thread), and how many requests it sent for it.
+# thread), how many requests it sent for it and the most bytes its reply is read to.
 _calling = threading.local()
 
 
 @contextlib.contextmanager
-def _held_to(deadline: AttemptDeadline) -> Iterator[None]:
-    """Hold the botocore requests this thread sends meanwhile to ``deadline``."""
-    outer = getattr(_calling, "deadline", None), getattr(_calling, "sent", 0)
-    _calling.deadline, _calling.sent = deadline, 0
+def _held_to(deadline: AttemptDeadline, max_bytes: int | None = None) -> Iterator[None]:
+    """Hold the botocore requests this thread sends meanwhile to ``deadline`` (and a body
+    read whole to ``max_bytes``)."""
+    outer = (
+        getattr(_calling, "deadline", None),
+        getattr(_calling, "sent", 0),
+        getattr(_calling, "max_bytes", None),
+    )
+    _calling.deadline, _calling.sent, _calling.max_bytes = deadline, 0, max_bytes
     try:
         yield
     finally:
-        _calling.deadline, _calling.sent = outer
+        _calling.deadline, _calling.sent, _calling.max_bytes = outer
 
 
 class DeadlineSession:
@@ -412,7 +431,7 @@ class DeadlineSession:
         deadline.guard(socket_of(response.raw))
         if not streamed:
             try:
-                response.content  # noqa: B018 - reads the body
+                _read_body(response, _calling.max_bytes)
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 if deadline.fired or isinstance(exc, urllib3.exceptions.ReadTimeoutError):
                     raise ReadTimeoutError(endpoint_url=request.url, error=exc) from None
@@ -430,6 +449,23 @@ class DeadlineSession:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _read_body(response: Any, max_bytes: int | None) -> None:
+    """Read ``response``'s body into it, at most ``max_bytes`` (then the connection is
+    closed and :class:`ReplyTooLarge` raised): a reply is parsed only once it is all in."""
+    if max_bytes is None:
+        response.content  # noqa: B018 - reads the body
+        return
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.raw.stream(64 * 1024):
+        size += len(chunk)
+        if size > max_bytes:
+            response.raw.close()
+            raise ReplyTooLarge(max_bytes)
+        chunks.append(chunk)
+    response._content = b"".join(chunks)  # what AWSResponse.content reads the body into
 
 
 def _timeout_step(timeout_s: float) -> float:

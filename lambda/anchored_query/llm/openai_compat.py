@@ -30,6 +30,7 @@ from anchored_query.llm.base import (
     backoff_s,
     check_request,
     check_timeout,
+    reply_byte_bound,
     retry_after_s,
     strip_reasoning,
     usage_int,
@@ -123,10 +124,11 @@ class OpenAICompatClient(Closing):
         """Send the chat and return the answer; raise LLMError when the provider fails."""
         body = self._body(messages, max_tokens, temperature, stream=False)
         per_attempt_s = self.timeout_s if timeout_s is None else check_timeout(timeout_s)
+        limit = self.reply_limit(max_tokens)
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                return self._attempt(body, per_attempt_s)
+                return self._attempt(body, per_attempt_s, limit)
             except _RetryableFailure as failure:
                 error, wait = failure.error, failure.wait_s
                 if attempt == attempts:
@@ -158,11 +160,16 @@ class OpenAICompatClient(Closing):
     ) -> LLMError:
         return LLMError(category, redact(detail, self._api_key), provider=self.name, status=status)
 
-    def _attempt(self, body: dict[str, Any], timeout_s: float) -> Completion:
+    def reply_limit(self, max_tokens: int) -> int:
+        """The most bytes of a reply read for ``max_tokens`` (:func:`.base.reply_byte_bound`),
+        never more than ``max_response_bytes``."""
+        return min(self.max_response_bytes, reply_byte_bound(max_tokens))
+
+    def _attempt(self, body: dict[str, Any], timeout_s: float, limit: int) -> Completion:
         with AttemptDeadline(timeout_s) as deadline:
             try:
                 with self._post(body, self._headers, deadline) as response:
-                    raw = self._read_body(response)
+                    raw = self._read_body(response, limit)
                     status, headers = response.status_code, response.headers
             except (httpx.TransportError, httpx.DecodingError) as exc:
                 failure = self._transport_failure(exc, deadline)
@@ -251,17 +258,16 @@ class OpenAICompatClient(Closing):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def _read_body(self, response: httpx.Response) -> bytes:
-        """The whole body, at most ``max_response_bytes`` of it (a body that stalls or
-        trickles is cut off by the attempt's deadline, :meth:`_post`)."""
+    def _read_body(self, response: httpx.Response, limit: int) -> bytes:
+        """The whole body, at most ``limit`` bytes of it: reading stops there, and the
+        connection is closed (a body that stalls or trickles is cut off by the attempt's
+        deadline, :meth:`_post`)."""
         chunks: list[bytes] = []
         size = 0
         for chunk in response.iter_bytes():
             size += len(chunk)
-            if size > self.max_response_bytes:
-                raise self._error(
-                    "malformed", f"response larger than {self.max_response_bytes} bytes"
-                )
+            if size > limit:
+                raise self._error("malformed", f"response larger than {limit} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -358,15 +364,16 @@ def stream_chat(
 ) -> Iterator[StreamEvent]:
     """POST ``body`` and yield the text deltas, then the :class:`Completion`."""
     headers = {**client._headers, "Accept": "text/event-stream"}
+    max_tokens = int(body[client.token_param])
     with AttemptDeadline(timeout_s) as deadline:
         try:
             with client._post(body, headers, deadline) as response:
                 status = response.status_code
                 if not 200 <= status < 300:
-                    raw = client._read_body(response)
+                    raw = client._read_body(response, client.reply_limit(max_tokens))
                     failure = client._status_failure(status, response.headers, raw)
                     raise failure if isinstance(failure, LLMError) else failure.error
-                yield from _events(client, response, status, deadline)
+                yield from _events(client, response, status, deadline, max_tokens)
         except (httpx.TransportError, httpx.DecodingError) as exc:
             raise client._transport_failure(exc, deadline) from None
         except LLMError as exc:
@@ -383,11 +390,16 @@ def _events(
     response: httpx.Response,
     status: int,
     deadline: AttemptDeadline | None = None,
+    max_tokens: int = 1024,
 ) -> Iterator[StreamEvent]:
     parts: list[str] = []
     finish: str | None = None
     usage: dict[str, Any] = {}
     size = 0
+    # The text is held to what max_tokens allows; the events around it (about 200 bytes a
+    # token in OpenAI's framing) only to max_response_bytes.
+    text_limit = client.reply_limit(max_tokens)
+    text_size = 0
     done = False
     for data in _sse_data(response):
         size += len(data)
@@ -421,6 +433,11 @@ def _events(
             raise client._error("refused", "finish_reason='content_filter'", status)
         content = delta.get("content")
         if isinstance(content, str) and content:
+            text_size += len(content.encode("utf-8", "replace"))
+            if text_size > text_limit:
+                raise client._error(
+                    "malformed", f"reply larger than {text_limit} bytes for {max_tokens} tokens"
+                )
             parts.append(content)
             yield content
         if isinstance(choice.get("finish_reason"), str):
