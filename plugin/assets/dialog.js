@@ -291,7 +291,14 @@ export function createDialog(env) {
       }
     }
     if (turn.live === live) delete turn.live;
-    renderTurn(turn); // the final record replaces everything the stream showed
+    try {
+      renderTurn(turn); // the final record replaces everything the stream showed
+    } catch {
+      // A reply this widget cannot show still ends its turn: said so, saved, the box freed.
+      delete turn.reply;
+      turn.error = { kind: 'display', message: 'The answer could not be shown.', detail: '', retryAfter: 0 };
+      renderTurn(turn);
+    }
     save(turns);
     if (!mine()) return; // a newer question owns the status line and the input now
     setBusy(false);

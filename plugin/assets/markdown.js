@@ -40,8 +40,12 @@ export function siteLink(href, root) {
   const u = resolveUrl(raw, root);
   if (!u) return null;
   const base = new URL(root);
-  if (u.origin !== base.origin || !decodeURIComponent(u.pathname).startsWith(decodeURIComponent(base.pathname))) return null;
-  return u;
+  if (u.origin !== base.origin) return null;
+  try {
+    return decodeURIComponent(u.pathname).startsWith(decodeURIComponent(base.pathname)) ? u : null;
+  } catch {
+    return null; // a malformed escape (`/%zz`): the link stays text
+  }
 }
 
 function runAt(s, i, ch) {
