@@ -30,6 +30,7 @@ from anchored_query.answer.llm_answer import EXTRACTIVE_RESERVE_S
 from anchored_query.answer.prepare import retrieve
 from anchored_query.answer.prepared import Prepared
 from anchored_query.answer.response import ms
+from anchored_query.citations.checking import Checker
 from anchored_query.errors import LLMError, QueryError
 from anchored_query.guard import logsafe
 from anchored_query.guard.budget import with_budget
@@ -88,6 +89,8 @@ class Engine:
             time_limit_s=max(MIN_LOAD_S, settings.deadline_s - EXTRACTIVE_RESERVE_S),
         )
         self.llm = llm if llm is not None else make_client_from(settings)
+        # The checks of the reply being verified (a streamed view shares them: with_llm).
+        self.checkers: dict[tuple[int, ...], Checker] | None = None
         self._loaded: Loaded | None = None
         self._lock = threading.Lock()
         # Cold start: after a failed load, requests fail fast until _retry_at.
@@ -378,11 +381,16 @@ class Engine:
         (response.py)."""
         return response.finish(prepared, result, self.settings.answer_id_secret)
 
-    def with_llm(self, llm: LLMClient) -> Engine:
+    def with_llm(
+        self, llm: LLMClient, checkers: dict[tuple[int, ...], Checker] | None = None
+    ) -> Engine:
         """This engine (same settings, build, state) answering with ``llm`` instead: the
-        streaming route's per-request view, whose client also hands on what it reads."""
+        streaming route's per-request view, whose client also hands on what it reads.
+        ``checkers``: the checks of the reply being verified, shared by the views that
+        verify it (the stream's paragraphs and its final record)."""
         view = copy.copy(self)
         view.llm = llm
+        view.checkers = checkers
         return view
 
     # -- the LLM answer step (llm_answer.py), with this engine's client ------
@@ -394,7 +402,9 @@ class Engine:
         self, request: AskRequest, passages: list[Passage], loaded: Loaded, deadline: Deadline
     ) -> dict[str, Any]:
         assert self.llm is not None
-        return llm_answer.answer_llm(self.llm, self.settings, request, passages, loaded, deadline)
+        return llm_answer.answer_llm(
+            self.llm, self.settings, request, passages, loaded, deadline, self.checkers
+        )
 
 
 def _version_engine(settings: Settings) -> Engine:

@@ -18,13 +18,16 @@ from anchored_query.answer.prompt import (
     parse_rewrites,
 )
 from anchored_query.answer.response import covered
-from anchored_query.citations.support import make_support
+from anchored_query.citations.checking import Checker
+from anchored_query.citations.support import foreign_terms, make_support
 from anchored_query.citations.verify import parse_answer, renumber, verify
 from anchored_query.errors import LLMError
 from anchored_query.guard import logsafe
 from anchored_query.llm import ChatMessage, Completion, LLMClient
 from anchored_query.llm.calls import Deadline, complete_within, is_context_overflow
 from anchored_query.question.validation import AskRequest
+from anchored_query.question.word_prior import word_prior
+from anchored_query.retrieval.evidence import WITH_PRIOR
 from anchored_query.settings import Settings
 from anchored_query.types import Passage, Scope
 
@@ -193,9 +196,14 @@ def answer_llm(
     passages: list[Passage],
     loaded: Loaded,
     deadline: Deadline,
+    checkers: dict[tuple[int, ...], Checker] | None = None,
 ) -> dict[str, Any]:
     """The LLM's answer as ``/v1/ask`` returns it (without ids, timings): the reply's
-    sentences that the passages support, citations renumbered; raises LLMError."""
+    sentences that the passages support, citations renumbered; raises LLMError.
+
+    ``checkers``: the checks made for earlier versions of this reply, by context (the
+    streamed answer verifies the reply at each paragraph: each sentence is then
+    checked once, and the final verification reuses them all)."""
     completion, passages = complete_answer(llm, settings, request, passages, deadline)
     reply = completion.text
     # A proxy that echoes the request into its answer must not hand the key to readers.
@@ -205,22 +213,13 @@ def answer_llm(
     # A reply that repeats its instructions shows none of them (rule 2's example
     # markers [3, 7] would otherwise pass the citation check).
     shown = [s for s in sentences if not echoes_instructions(s.text)]
-    # Semantic support by the index's own embedder (None for an uncalibrated model).
-    model = loaded.index.manifest["model"]["name"]
-    support = make_support(loaded.retriever.embedder, model, loaded.index)
-    # Words the site never uses, specific in the language at large ("NTLM" on a site
-    # that never names it), cannot be supported by any passage.
-    from anchored_query.citations.support import foreign_terms
-    from anchored_query.question.word_prior import word_prior
-    from anchored_query.retrieval.evidence import WITH_PRIOR
-
-    index = loaded.index
-    prior = word_prior(index.model_dir) if model in WITH_PRIOR else None
-
-    def foreign(text: str) -> list[str]:
-        return foreign_terms(text, index.bm25.vocab, prior)
-
-    verified = verify(shown, by_n, support=support, foreign=foreign)
+    context = tuple(sorted(by_n))
+    checker = checkers.get(context) if checkers is not None else None
+    if checker is None:
+        checker = make_checker(loaded, by_n)
+        if checkers is not None:
+            checkers[context] = checker
+    verified = verify(shown, by_n, checker=checker)
     answer, citations = renumber(verified, by_n)
     abstained = verified.abstained
     if abstained:
@@ -232,6 +231,22 @@ def answer_llm(
         "mode": "llm",
         "removed_sentences": verified.removed + len(sentences) - len(shown),
     }
+
+
+def make_checker(loaded: Loaded, by_n: dict[int, Passage]) -> Checker:
+    """The support checks of a context: semantic support by the index's own embedder
+    (none for an uncalibrated model), and words the site never uses, specific in the
+    language at large ("NTLM" on a site that never names it), which no passage can
+    support."""
+    index = loaded.index
+    model = index.manifest["model"]["name"]
+    support = make_support(loaded.retriever.embedder, model, index)
+    prior = word_prior(index.model_dir) if model in WITH_PRIOR else None
+
+    def foreign(text: str) -> list[str]:
+        return foreign_terms(text, index.bm25.vocab, prior)
+
+    return Checker(by_n, support, foreign)
 
 
 def passage_tokens(text: str) -> int:

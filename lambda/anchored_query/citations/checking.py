@@ -29,6 +29,7 @@ from anchored_query.citations.support import (
     pairing_conflicts,
     qualifier_conflicts,
     quotes_a_quotation,
+    restates_headings,
 )
 from anchored_query.types import AnswerSentence, Passage
 
@@ -64,22 +65,40 @@ class Item:
         paragraph: int,
         footer: tuple[int, ...],
         no_coverage: bool,
+        derived: Derived | None = None,
     ) -> Item:
-        """The sentence at ``index`` with what the checks need of it, computed once."""
+        """The sentence at ``index`` with what the checks need of it, computed once
+        (``derived``: its claims, terms and code lines, when known already)."""
         text = sentence.text
-        is_code = text.startswith(("```", "~~~"))
+        d = derived or Derived.of(text)
         return cls(
             index=index,
             sentence=sentence,
             own=[n for n in dict.fromkeys(sentence.citations) if n in usable],
             paragraph=paragraph,
             footer=footer,
-            claims=claims(text),
-            terms=content_terms(_code_body(text) if is_code else text),
-            is_code=is_code,
-            no_coverage=no_coverage and not is_code,
-            code=code_lines(text),
+            claims=d.claims,
+            terms=d.terms,
+            is_code=d.is_code,
+            no_coverage=no_coverage and not d.is_code,
+            code=d.code,
         )
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What the checks read of a sentence's text: its facts, terms and code lines."""
+
+    claims: list[Claim]
+    terms: frozenset[str]
+    is_code: bool
+    code: list[str]
+
+    @classmethod
+    def of(cls, text: str) -> Derived:
+        is_code = text.startswith(("```", "~~~"))
+        terms = content_terms(_code_body(text) if is_code else text)
+        return cls(claims(text), terms, is_code, code_lines(text))
 
 
 def attribute(
@@ -185,6 +204,26 @@ class Checker:
         self._code_text: dict[int, str] = {}
         self._clauses: Clauses | None = None
         self._polarity: dict[str, str | None] = {}  # a sentence's polarity conflict
+        # Decisions by sentence (its text and markers) and group: a streamed reply is
+        # re-verified at each paragraph, and each sentence is then checked only once.
+        self._checks: dict[tuple[str, tuple[int, ...], tuple[int, ...], bool], str | None] = {}
+        self._best: dict[tuple[str, tuple[int, ...], frozenset[int]], int | None] = {}
+        self._derived: dict[str, Derived] = {}
+        self._restates: dict[str, bool] = {}
+
+    def restates(self, text: str) -> bool:
+        """:func:`restates_headings` of ``text`` with the passages shown, once a text."""
+        found = self._restates.get(text)
+        if found is None:
+            found = self._restates[text] = restates_headings(text, self.shown)
+        return found
+
+    def derived(self, text: str) -> Derived:
+        """:class:`Derived` of a sentence's text, once."""
+        found = self._derived.get(text)
+        if found is None:
+            found = self._derived[text] = Derived.of(text)
+        return found
 
     @property
     def clauses(self) -> Clauses:
@@ -244,7 +283,14 @@ class Checker:
         return line in text or _ASSIGNED.sub("", line) in text
 
     def check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
-        """None when ``group`` supports the sentence, else why not."""
+        """None when ``group`` supports the sentence, else why not (decided once per
+        sentence and group: see :meth:`_check`)."""
+        key = (item.sentence.text, tuple(item.sentence.citations), tuple(group), strict)
+        if key not in self._checks:
+            self._checks[key] = self._check(item, group, strict=strict)
+        return self._checks[key]
+
+    def _check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
         if missing:
             return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
@@ -337,7 +383,14 @@ class Checker:
         )
 
     def best(self, item: Item, exclude: set[int]) -> int | None:
-        """The context passage that best supports the sentence under the strict test."""
+        """The context passage that best supports the sentence under the strict test
+        (searched once per sentence and exclusions)."""
+        key = (item.sentence.text, tuple(item.sentence.citations), frozenset(exclude))
+        if key not in self._best:
+            self._best[key] = self._search(item, exclude)
+        return self._best[key]
+
+    def _search(self, item: Item, exclude: set[int]) -> int | None:
         ranked = []
         for n in self.usable:
             if n in exclude:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 
 from anchored_query.citations.sentences import outside_code
-from anchored_query.citations.support import content_terms, lexical_found
+from anchored_query.citations.support import content_terms
 from anchored_query.types import Passage
 
 __all__ = ["POLARITY_COVERAGE", "Clauses", "negated", "passage_clauses", "polarity_conflict"]
@@ -49,17 +49,49 @@ def negated(text: str) -> bool:
     return _NEGATION.search(prose) is not None
 
 
-Clauses = list[tuple[frozenset[str], bool]]  # (content terms, negated) of each passage clause
+class Clauses:
+    """The clauses of the passages shown, with their content terms and polarity, and
+    an index from a term to the clauses that hold it as :func:`lexical_found` counts
+    (exactly, or one a 4+ letter prefix of the other), so a sentence is compared with
+    every clause in one pass over its own terms."""
+
+    def __init__(self, clauses: Sequence[tuple[frozenset[str], bool]]) -> None:
+        self.items = list(clauses)
+        self._exact: dict[str, list[int]] = {}
+        self._by_head: dict[str, list[tuple[int, str]]] = {}
+        for i, (terms, _) in enumerate(self.items):
+            for term in terms:
+                self._exact.setdefault(term, []).append(i)
+                if len(term) >= 4 and term.isalpha():
+                    self._by_head.setdefault(term[:4], []).append((i, term))
+        self._matches: dict[str, frozenset[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def matches(self, term: str) -> frozenset[int]:
+        """The clauses that hold ``term`` (see the class docstring), once per term."""
+        found = self._matches.get(term)
+        if found is None:
+            hits = set(self._exact.get(term, ()))
+            if len(term) >= 4 and term.isalpha():
+                hits.update(
+                    i
+                    for i, t in self._by_head.get(term[:4], ())
+                    if term.startswith(t) or t.startswith(term)
+                )
+            found = self._matches[term] = frozenset(hits)
+        return found
 
 
 def passage_clauses(passages: Sequence[Passage]) -> Clauses:
     """The clauses of ``passages`` with their terms and polarity, computed once."""
-    out: Clauses = []
+    out: list[tuple[frozenset[str], bool]] = []
     for p in passages:
         for clause in _CLAUSE.split(p.text):
             if clause and len(clause) >= 8:
                 out.append((content_terms(outside_code(clause)), negated(clause)))
-    return out
+    return Clauses(out)
 
 
 def polarity_conflict(text: str, clauses: Clauses) -> str | None:
@@ -68,14 +100,18 @@ def polarity_conflict(text: str, clauses: Clauses) -> str | None:
     terms = content_terms(outside_code(text)) - _NEGATION_TERMS
     if len(terms) < 2:
         return None
+    held: dict[int, int] = {}
+    for term in terms:
+        for i in clauses.matches(term):
+            held[i] = held.get(i, 0) + 1
     best = 0.0
     polarities: set[bool] = set()
-    for found, negation in clauses:
-        cover = sum(1 for t in terms if lexical_found(t, found)) / len(terms)
+    for i, count in held.items():
+        cover = count / len(terms)
         if cover > best + 1e-9:
-            best, polarities = cover, {negation}
+            best, polarities = cover, {clauses.items[i][1]}
         elif abs(cover - best) <= 1e-9:
-            polarities.add(negation)
+            polarities.add(clauses.items[i][1])
     if best < POLARITY_COVERAGE:
         return None
     own = negated(text)

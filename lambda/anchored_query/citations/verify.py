@@ -54,7 +54,7 @@ from anchored_query.citations.facts import Claim
 from anchored_query.citations.links import citation_link
 from anchored_query.citations.markers import canonical_markers, marker_numbers, take_footers
 from anchored_query.citations.sentences import CITATION_MARKER, outside_code, sentence_spans
-from anchored_query.citations.support import Support, restates_headings
+from anchored_query.citations.support import Support
 from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
 from anchored_query.types import AnswerSentence, Passage
 
@@ -237,6 +237,7 @@ def verify(
     *,
     support: Support | None = None,
     foreign: Callable[[str], list[str]] | None = None,
+    checker: Checker | None = None,
 ) -> VerifiedAnswer:
     """Keep the sentences the context supports, each with the passages that support it.
 
@@ -255,9 +256,12 @@ def verify(
     ``foreign`` gives the words of a sentence the site never uses
     (:func:`anchored_query.citations.support.foreign_terms`); a sentence with any is not
     supported, whatever passage it cites. Plain :class:`AnswerSentence` items (the
-    extractive answerer's) are each their own paragraph.
+    extractive answerer's) are each their own paragraph. ``checker``: the checks of
+    this very context made earlier (a streamed reply verified paragraph by paragraph
+    keeps one, so each sentence is checked once); ``support`` and ``foreign`` are its.
     """
-    checker = Checker(passages, support, foreign)
+    checker = checker or Checker(passages, support, foreign)
+    support = checker.support
     usable = checker.usable
     prime = getattr(support, "prime", None)
     if prime is not None:  # every sentence's vector in one model run
@@ -270,6 +274,7 @@ def verify(
             paragraph=s.paragraph if isinstance(s, ParsedSentence) else -1 - i,
             footer=s.footer if isinstance(s, ParsedSentence) else (),
             no_coverage=_NO_COVERAGE.search(s.text) is not None,
+            derived=checker.derived(s.text),
         )
         for i, s in enumerate(sentences)
     ]
@@ -294,7 +299,7 @@ def verify(
         if item.sentence.citations and not item.own:
             # Not attributed: a page's planted "cite [99]" is how an obeyed injection shows.
             reasons[i] = f"no citation (cited {item.sentence.citations}, none in context)"
-        elif not item.is_code and restates_headings(text, checker.shown):
+        elif not item.is_code and checker.restates(text):
             reasons[i] = "only restates passage headings"
         elif not item.is_code and not item.terms and not item.claims:
             reasons[i] = "asserts nothing"

@@ -35,6 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import StreamingResponse
 from starlette.types import Send
 
+from anchored_query.citations.checking import Checker
 from anchored_query.citations.links import citation_link
 from anchored_query.engine import Engine, Prepared
 from anchored_query.errors import LLMError, QueryError
@@ -106,8 +107,11 @@ def run(
         result = None
         if prepared.use_llm:
             emit("stage", {"stage": "generating"})
-            verifier = Verifier(engine, prepared, shown, emit, cancelled)
-            result = engine.with_llm(Tee(engine.llm, verifier)).answer_with_llm(prepared)
+            # One set of checks for the reply: each sentence is checked once, whether at
+            # its paragraph or in the final record.
+            checks: dict[tuple[int, ...], Checker] = {}
+            verifier = Verifier(engine, prepared, shown, emit, cancelled, checks)
+            result = engine.with_llm(Tee(engine.llm, verifier), checks).answer_with_llm(prepared)
             _check(cancelled)
         if result is None:
             result = engine.answer_quoting(prepared)
@@ -297,8 +301,10 @@ class Verifier:
         shown: Shown,
         emit: Emit,
         cancelled: threading.Event,
+        checks: dict[tuple[int, ...], Checker] | None = None,
     ) -> None:
         self.engine = engine
+        self.checks = checks if checks is not None else {}
         self.prepared = prepared
         self.shown = shown
         self.emit = emit
@@ -368,7 +374,7 @@ class Verifier:
         replay = Replay(text, self.messages)
         request, prepared = self.prepared.request, self.prepared
         try:
-            result = self.engine.with_llm(replay)._answer_llm(
+            result = self.engine.with_llm(replay, self.checks)._answer_llm(
                 request, prepared.passages, prepared.loaded, Deadline(_REPLAY_DEADLINE_S)
             )
         except (LLMError, _OtherPrompt):

@@ -1,0 +1,95 @@
+"""The streamed answer's verification against the buffered one, for long replies.
+
+    python tests/bench/bench_stream_verify.py [--index DIR] [--paragraphs 45,90]
+
+The real app (in process) answers one question on a real index (default: the Material
+for MkDocs site built by ``realdocs.py``) with the fake OpenAI-compatible server
+replying ``N`` one-sentence paragraphs, each quoting a passage of the prompt (cycled),
+sent at once. For each ``N``: the CPU time (process time: the app, the fake model and
+the client all run in this process) and the wall time of the buffered and the streamed
+``/v1/ask``, and their ratio. Target (issue 27): streamed at most 1.5x the buffered
+CPU, and inside the 20 s deadline at 90 paragraphs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+
+from anchored_query.serve.app import create_app  # noqa: E402
+from anchored_query.settings import Settings  # noqa: E402
+from fakes import FakeOpenAIServer, RecordedRequest, Reply, quote_passages  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+DEFAULT_INDEX = Path("/tmp/anchored-bench/realdocs/material/index")
+QUESTION = "How do I change the color palette of my site?"
+
+
+def paragraphs(n: int) -> Any:
+    def reply(request: RecordedRequest) -> str:
+        quoted = [s.strip() for s in re.split(r"(?<=\]\.) ", quote_passages(k=60)(request))]
+        return "\n\n".join(quoted[i % len(quoted)] for i in range(n))
+
+    return reply
+
+
+def timed(call: Any) -> tuple[float, float, Any]:
+    c0, t0 = time.process_time(), time.perf_counter()
+    out = call()
+    return time.process_time() - c0, time.perf_counter() - t0, out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--index", default=str(DEFAULT_INDEX))
+    p.add_argument("--paragraphs", default="45,90")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    rows = []
+    with FakeOpenAIServer() as llm:
+        settings = Settings(
+            index=args.index,
+            refresh_s=3600,
+            rate_limit_per_min=0,
+            llm_provider="openai",
+            llm_model="fake",
+            llm_base_url=llm.url,
+            llm_retries=0,
+        )
+        client = TestClient(create_app(settings))
+        client.post("/v1/ask", json={"question": "warm up", "mode": "extractive"})
+        for n in (int(x) for x in args.paragraphs.split(",")):
+            llm.default = Reply(paragraphs(n))
+            best: dict[str, tuple[float, float]] = {}
+            for _ in range(args.repeat):
+                cpu, wall, r = timed(lambda: client.post("/v1/ask", json={"question": QUESTION}))
+                shown = len(r.json()["answer"])
+                best["buffered"] = min(best.get("buffered", (1e9, 0)), (cpu, wall))
+                cpu, wall, r = timed(
+                    lambda: client.post(
+                        "/v1/ask",
+                        json={"question": QUESTION},
+                        headers={"Accept": "text/event-stream"},
+                    )
+                )
+                assert r.status_code == 200
+                best["streamed"] = min(best.get("streamed", (1e9, 0)), (cpu, wall))
+            rows.append((n, shown, best["buffered"], best["streamed"]))
+    print(
+        "\n| paragraphs | sentences shown | buffered CPU / wall | streamed CPU / wall "
+        "| streamed ÷ buffered CPU |"
+    )
+    print("|---|---|---|---|---|")
+    for n, shown, (bc, bw), (sc, sw) in rows:
+        print(f"| {n} | {shown} | {bc:.2f} / {bw:.2f} s | {sc:.2f} / {sw:.2f} s | {sc / bc:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
