@@ -16,23 +16,33 @@ Without a nav every page is under ``## Docs`` in URL order, the home page first.
 ``llms-full.txt`` is the same header, then every page's twin in the same order,
 each after a ``---`` rule and a ``Source:`` line with the page's URL.
 
-Writing is incremental: a file whose content is unchanged is not rewritten.
+Writing is incremental: a file whose content is unchanged is not rewritten. With a
+``cache_dir`` (the plugin's), the files of the last build are kept there with the
+digest of what they were made from (the pages, the options, the nav and this code):
+an unchanged build copies them back without parsing a page, and without importing
+the HTML parser (``quickcheck``'s rule: an unchanged rebuild imports nothing heavy).
 """
 
 from __future__ import annotations
 
+import hashlib
 import html as html_lib
+import json
 import logging
 import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
-from .chunking import is_excluded
 from .errors import PageError
-from .markdown_twin import SiteLinks, Twin, page_markdown, twin_path
+from .quickcheck import inputs_digest
 from .types import PageInput
+
+if TYPE_CHECKING:  # imported when a twin is made: they bring the HTML parser
+    from .markdown_twin import SiteLinks, Twin
 
 __all__ = [
     "LlmsOptions",
@@ -41,6 +51,8 @@ __all__ = [
     "NavSection",
     "nav_sections",
     "site_base",
+    "twin_path",
+    "twin_url",
     "write_llms",
 ]
 
@@ -48,6 +60,8 @@ log = logging.getLogger("anchored")
 
 LLMS_TXT = "llms.txt"
 LLMS_FULL_TXT = "llms-full.txt"
+CACHE_FILE = "llms-cache.json"  # in cache_dir: the last build's files and their inputs
+CACHE_FORMAT = "anchored-llms-cache"
 TOP_SECTION = "Docs"
 UNLISTED_SECTION = "Optional"
 _META_DESCRIPTION = re.compile(
@@ -99,6 +113,26 @@ class LlmsReport:
     warnings: tuple[str, ...] = ()
 
 
+def twin_url(page_url: str) -> str:
+    """The twin's URL beside a page URL (both relative to the site root, percent-encoded).
+
+    ``foo/bar/`` -> ``foo/bar/index.md``, ``foo.html`` -> ``foo.md``, the home page
+    ``""`` -> ``index.md``.
+    """
+    if page_url == "" or page_url.endswith("/"):
+        return page_url + "index.md"
+    if page_url.endswith(".html"):
+        return page_url[: -len(".html")] + ".md"
+    if page_url.endswith(".htm"):
+        return page_url[: -len(".htm")] + ".md"
+    return page_url + ".md"
+
+
+def twin_path(page_url: str) -> str:
+    """The twin's file path relative to the site folder (``twin_url`` decoded)."""
+    return unquote(twin_url(page_url))
+
+
 def site_base(site_url: str | None, version: str = "") -> str:
     """Where the site root is published: ``site_url``, else ``/`` (links root-relative);
     under mike, in the version's folder (mike's own build already puts the version at
@@ -146,16 +180,52 @@ def write_llms(
     base: str = "/",
     nav: Sequence[NavItem] | None = None,
     options: LlmsOptions | None = None,
+    cache_dir: Path | None = None,
 ) -> LlmsReport:
     """Write the twins, ``llms.txt`` and ``llms-full.txt`` of ``pages`` into ``site_dir``.
 
     ``base`` is ``site_base(...)``. A page that cannot be read is left out with a
-    warning (logged on the ``anchored`` logger and returned).
+    warning (logged on the ``anchored`` logger and returned). With ``cache_dir``, an
+    unchanged build's files come from the cache (module docstring).
     """
     options = options or LlmsOptions()
-    kept = {page.url: page for page in pages if not is_excluded(page, options.exclude)}
-    if not options.anything or not kept:
+    if not options.anything:
         return LlmsReport(pages=0, written=(), unchanged=0)
+    pages = list(pages)
+    digest = ""
+    if cache_dir is not None:
+        settings = {
+            "code": _code_digest(),
+            "options": repr(options),
+            "site": [site_name, description, base],
+            "nav": repr(list(nav)) if nav is not None else None,
+        }
+        digest = inputs_digest(pages, settings)
+        cached = _read_cache(cache_dir / CACHE_FILE, digest)
+        if cached is not None:
+            count, warnings, files = cached
+            return _write_files(site_dir, files, count, warnings)
+    count, warnings, files = _make_files(pages, site_name, description, base, nav, options)
+    if cache_dir is not None:
+        _write_cache(cache_dir / CACHE_FILE, digest, count, warnings, files)
+    return _write_files(site_dir, files, count, warnings)
+
+
+def _make_files(
+    pages: list[PageInput],
+    site_name: str,
+    description: str,
+    base: str,
+    nav: Sequence[NavItem] | None,
+    options: LlmsOptions,
+) -> tuple[int, list[str], dict[str, str]]:
+    """(pages, warnings, {file name: text}): every file to write, made from the pages."""
+    from .chunking import is_excluded
+    from .markdown_twin import SiteLinks, page_markdown
+
+    kept = {page.url: page for page in pages if not is_excluded(page, options.exclude)}
+    if not kept:
+        return 0, [], {}
     links = SiteLinks(base, frozenset(kept) if options.twins else frozenset())
     twins: dict[str, Twin] = {}
     warnings: list[str] = []
@@ -175,16 +245,57 @@ def write_llms(
         files[LLMS_TXT] = _llms_txt(header, sections, kept, twins, links)
     if options.llms_full_txt:
         files[LLMS_FULL_TXT] = _llms_full(header, sections, twins, links)
-    written: list[str] = []
-    for name, text in files.items():
-        if _write_if_changed(site_dir / name, text):
-            written.append(name)
+    return len(twins), warnings, files
+
+
+def _write_files(
+    site_dir: Path, files: dict[str, str], pages: int, warnings: list[str]
+) -> LlmsReport:
+    written = [name for name, text in files.items() if _write_if_changed(site_dir / name, text)]
     return LlmsReport(
-        pages=len(twins),
+        pages=pages,
         written=tuple(written),
         unchanged=len(files) - len(written),
         warnings=tuple(warnings),
     )
+
+
+def _code_digest() -> str:
+    """sha256 of the code that makes the files (a changed twin writer is a changed input)."""
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in ("html.py", "markdown_twin.py", "llmstxt.py", "chunking.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _read_cache(path: Path, digest: str) -> tuple[int, list[str], dict[str, str]] | None:
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("format") != CACHE_FORMAT or data.get("inputs") != digest:
+            return None
+        files = data["files"]
+        if not isinstance(files, dict) or not all(isinstance(t, str) for t in files.values()):
+            return None
+        return int(data["pages"]), [str(w) for w in data["warnings"]], files
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_cache(
+    path: Path, digest: str, pages: int, warnings: list[str], files: dict[str, str]
+) -> None:
+    data = {
+        "format": CACHE_FORMAT,
+        "inputs": digest,
+        "pages": pages,
+        "warnings": warnings,
+        "files": files,
+    }
+    try:
+        _write_if_changed(path, json.dumps(data, ensure_ascii=False))
+    except OSError as exc:  # a cache that cannot be written costs the next build time only
+        log.warning("anchored: cannot write %s (%s)", path, exc)
 
 
 def _ordered_sections(nav: Sequence[NavItem] | None, twins: dict[str, Twin]) -> list[NavSection]:

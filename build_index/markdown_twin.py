@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from selectolax.lexbor import LexborNode
 
 from .html import classes, code_language, code_text, content_root, heading_anchor, normalise
+from .llmstxt import twin_url
 from .types import PageInput
 
-__all__ = ["SiteLinks", "Twin", "page_markdown", "twin_path", "twin_url"]
+__all__ = ["SiteLinks", "Twin", "page_markdown"]
 
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _INLINE_TAGS = (
@@ -51,26 +52,6 @@ _LINE_START = re.compile(r"^(?:[#>+=|-]|\d+[.)](?:\s|$))")
 _WORD_UNDERSCORE = re.compile(r"(?<![\w\\])_|_(?!\w)")
 _BACKTICKS = re.compile(r"`+")
 _SPACE = re.compile(r"[ \t\r\n\f]+")
-
-
-def twin_url(page_url: str) -> str:
-    """The twin's URL beside a page URL (both relative to the site root, percent-encoded).
-
-    ``foo/bar/`` -> ``foo/bar/index.md``, ``foo.html`` -> ``foo.md``, the home page
-    ``""`` -> ``index.md``.
-    """
-    if page_url == "" or page_url.endswith("/"):
-        return page_url + "index.md"
-    if page_url.endswith(".html"):
-        return page_url[: -len(".html")] + ".md"
-    if page_url.endswith(".htm"):
-        return page_url[: -len(".htm")] + ".md"
-    return page_url + ".md"
-
-
-def twin_path(page_url: str) -> str:
-    """The twin's file path relative to the site folder (``twin_url`` decoded)."""
-    return unquote(twin_url(page_url))
 
 
 class SiteLinks:

@@ -261,6 +261,7 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             base=site_base(config.site_url, self.version),
             nav=nav_items(self.nav.items) if self.nav is not None else None,
             options=options,
+            cache_dir=self.cache_dir,
         )
         log.info(
             "anchored: Markdown for AI assistants: %d pages, %d files written, %d unchanged",

@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 from mkdocs_anchored.inject import write_llms_for_site
 
-from build_index.llmstxt import LlmsOptions, LlmsReport
-from build_index.markdown_twin import twin_path
+from build_index.llmstxt import LlmsOptions, LlmsReport, twin_path
 from build_index.static_site import pages_from_site_dir
 from tests.bench.realdocs import REALDOCS, rewrite_config
 from tests.llms_check import (

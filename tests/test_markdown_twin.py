@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from build_index.llmstxt import NavItem, nav_sections, site_base, write_llms
-from build_index.markdown_twin import SiteLinks, page_markdown, twin_path, twin_url
+from build_index.llmstxt import (
+    CACHE_FILE,
+    NavItem,
+    nav_sections,
+    site_base,
+    twin_path,
+    twin_url,
+    write_llms,
+)
+from build_index.markdown_twin import SiteLinks, page_markdown
 from build_index.types import PageInput
 from tests.llms_check import parse_llms_txt
 
@@ -187,3 +196,23 @@ def test_llms_txt_lists_the_nav_sections_then_the_unlisted_pages(tmp_path: Path)
     pages[1] = PageInput(url="guide/", html="<p>The new guide.</p>", title="Guide")
     again = write_llms(tmp_path, pages, site_name="Site", base=base, nav=nav)
     assert again.written == ("guide/index.md", "llms.txt", "llms-full.txt")
+
+
+def test_an_unchanged_build_takes_its_files_from_the_cache(tmp_path: Path) -> None:
+    pages = [PageInput(url="", html="<p>Home page.</p>", title="Home")]
+    cache = tmp_path / "cache"
+    first = write_llms(tmp_path / "a", pages, site_name="S", cache_dir=cache)
+    assert first.pages == 1 and set(first.written) == {"index.md", "llms.txt", "llms-full.txt"}
+    # the cache holds the files with the digest of their inputs: an unchanged build copies
+    # them (here a marked copy, to show it was not made again)
+    data = json.loads((cache / CACHE_FILE).read_text("utf-8"))
+    data["files"]["index.md"] += "<!-- from the cache -->\n"
+    (cache / CACHE_FILE).write_text(json.dumps(data), "utf-8")
+    again = write_llms(tmp_path / "b", pages, site_name="S", cache_dir=cache)
+    assert again.pages == 1 and "from the cache" in (tmp_path / "b" / "index.md").read_text()
+    # any input changed: made again
+    changed = [PageInput(url="", html="<p>Home page, edited.</p>", title="Home")]
+    write_llms(tmp_path / "c", changed, site_name="S", cache_dir=cache)
+    assert (tmp_path / "c" / "index.md").read_text() == "# Home\n\nHome page, edited.\n"
+    write_llms(tmp_path / "d", pages, site_name="Other", cache_dir=cache)
+    assert "from the cache" not in (tmp_path / "d" / "index.md").read_text()

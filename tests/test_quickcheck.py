@@ -51,6 +51,8 @@ def test_an_unchanged_mkdocs_build_imports_nothing_heavy(tmp_path: Path) -> None
 
     again, _ = _build(project)
     assert again == []
+    # llms.txt and the Markdown twins are written (from their cache) all the same
+    assert (project / "site" / "llms.txt").is_file() and (project / "site" / "index.md").is_file()
 
     page = project / "docs" / "index.md"
     page.write_text(page.read_text() + "\n\nOne more paragraph.\n")
