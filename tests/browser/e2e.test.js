@@ -587,3 +587,48 @@ for (const scheme of ['light', 'dark']) {
     await page.context().close();
   });
 }
+
+test(`${MODE || 'e2e'}: the page menu on the plugin's own build: ?ask= asks the real server, Copy page copies the Markdown twin the build wrote, the MCP snippets' URL answers MCP`, { skip }, async () => {
+  const page = await livePage();
+  const origin = new URL(BASE).origin;
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+  const here = BASE + SITE + 'guide/configuration/';
+  const answered = page.waitForResponse((r) => isAsk(r.request()), { timeout: 40000 });
+  await page.goto(here + '?ask=' + encodeURIComponent(PORT_Q));
+  assert.equal((await answered).status(), 200);
+  assert.equal(page.asks.length, 1);
+  assert.equal(page.asks[0].body.question, PORT_Q);
+  assert.equal(page.asks[0].body.history, undefined);
+  await page.waitForSelector('dialog.anchored-dialog[open] .anchored-turn:not(.anchored-turn--live) .anchored-actions');
+  assert.equal(page.url(), here, '?ask= left the address bar');
+  await page.keyboard.press('Escape');
+  await page.waitForFunction(() => !document.querySelector('dialog.anchored-dialog').open);
+
+  // The twin the build wrote beside guide/configuration/index.html.
+  const twinRes = await fetch(here + 'index.md');
+  assert.equal(twinRes.status, 200, 'the build wrote guide/configuration/index.md');
+  const twin = await twinRes.text();
+  const h1 = (await page.textContent('article h1, [role="main"] h1')).replace(/¶/g, '').trim();
+  assert.ok(twin.split('\n').some((l) => l.startsWith('# ') && l.includes(h1)), `the twin's title is the page's h1 (${h1})`);
+  await page.click('.anchored-menu__btn');
+  await page.click('[data-entry=copy]');
+  await until(async () => (await page.textContent('.anchored-menu__status')) !== 'Copying…');
+  assert.equal(await page.textContent('.anchored-menu__status'), 'Copied the page as Markdown');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), twin);
+
+  // The snippets' URL is the function's own /mcp (widget_endpoint "": this origin), and it answers MCP.
+  await page.click('[data-entry=mcp]'); // the menu stays open after a copy, showing how it went
+  await page.waitForSelector('dialog.anchored-editor[open]');
+  const url = await page.textContent('dialog.anchored-editor .anchored-code code');
+  assert.equal(url, origin + '/mcp');
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }),
+  });
+  assert.equal(res.status, 200, `POST ${url} initialize`);
+  assert.ok((await res.json()).result.serverInfo, 'an MCP initialize result');
+  assert.deepEqual(offsite(page), [], 'nothing asked of another host but the theme\'s fonts');
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BASE, HERE, MKDOCS_SITE, OTHER, PAGE, SHOTS, SITE, ask, fileBrowser, harnessLog, isHarness, newPage, open, until } from './helpers.js';
+import { BASE, HERE, INSTANT_SITE, MKDOCS_SITE, OTHER, PAGE, SHOTS, SITE, ask, fileBrowser, harnessLog, isHarness, newPage, open, until } from './helpers.js';
 import { assistantLink, mcpSnippets, questionLink, readAsk, serverName, stripAsk, twinPath } from '../../plugin/assets/pagelinks.js';
 
 const browser = await fileBrowser();
@@ -269,6 +269,19 @@ test('keyboard: Tab to the button, Enter opens on the first entry, arrows, Home/
   assert.ok(await page.locator('.anchored-menu__panel').isHidden(), 'a click outside closes it');
   // Esc in the menu does not open or close anything else (no dialog, the page stays).
   assert.ok(!(await page.$('dialog.anchored-dialog[open]')));
+  assert.deepEqual(page.errors, []);
+  await page.context().close();
+});
+
+test("Material's instant navigation: one menu per page, naming the page it is on", { skip: !INSTANT_SITE && 'no instant-navigation site' }, async () => {
+  const page = await newPage(browser);
+  await open(page, PAGE, { site: INSTANT_SITE });
+  await page.click(`.md-nav__link[href$="${OTHER}"]`);
+  await page.waitForFunction((o) => location.pathname.endsWith('/' + o), OTHER);
+  await page.waitForSelector('.md-content .anchored-menu__btn');
+  assert.equal(await page.locator('.anchored-menu').count(), 1);
+  await openMenu(page);
+  assert.equal(await page.getAttribute('[data-entry=view]', 'href'), twinOf(OTHER, INSTANT_SITE));
   assert.deepEqual(page.errors, []);
   await page.context().close();
 });
