@@ -20,11 +20,12 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
+from pydantic import AnyUrl
 from s3server import moto_s3  # noqa: F401  # the session's S3 server (moto over HTTP)
 
 from tests.liveserver import ThreadedServer
 
-TOOLS = {"search_docs", "ask_docs", "read_section"}
+TOOLS = {"search_docs", "ask_docs", "read_section", "read_page"}
 Check = Callable[[ClientSession], Awaitable[None]]
 
 
@@ -146,6 +147,29 @@ async def _check_tools(session: ClientSession) -> None:
     assert wrong_type.isError
     still = await session.call_tool("search_docs", {"query": "install with pip", "k": 1})
     assert not still.isError
+    await _check_pages(session, twin=False)
+
+
+async def _check_pages(session: ClientSession, *, twin: bool) -> None:
+    """read_page (by URL, by a twin's URL, by title) and the llms.txt resource (issue 22)."""
+    page = await session.call_tool("read_page", {"page": "guide/configuration/"})
+    assert not page.isError, _text(page)
+    data = page.structuredContent
+    assert data is not None and data["page"] == "guide/configuration/"
+    assert data["source"] == ("twin" if twin else "index")
+    markdown = data["markdown"]
+    assert "{#port}" in markdown and "dev_addr" in markdown
+    assert markdown.lstrip().startswith("#")
+    for other in ("guide/configuration/index.md", "/guide/configuration", data["title"].upper()):
+        same = await session.call_tool("read_page", {"page": other})
+        assert not same.isError and same.structuredContent == data, other
+    nowhere = await session.call_tool("read_page", {"page": "guide/nowhere/"})
+    assert nowhere.isError and "unknown_page" in _text(nowhere)
+    listed = await session.list_resources()
+    assert [str(r.uri) for r in listed.resources] == ["docs://llms.txt"]
+    llms = await session.read_resource(AnyUrl("docs://llms.txt"))
+    text = "".join(getattr(c, "text", "") for c in llms.contents)
+    assert text.startswith("# ") and "guide/configuration/index.md" in text
 
 
 def test_http_tools_results_and_errors(qa_index: Path, tmp_path: Path) -> None:
@@ -160,6 +184,28 @@ def test_http_tools_results_and_errors(qa_index: Path, tmp_path: Path) -> None:
     # the question log has the one answered ask_docs call (written at shutdown)
     asks = list(read_records(str(log_dir), "asks"))
     assert [a["question"] for a in asks] == ["How do I change the port?"]
+
+
+def test_served_site_pages_come_from_their_twins(
+    qa_project: Path, qa_index: Path, tmp_path: Path
+) -> None:
+    """With the built site beside it (anchored serve), read_page hands out the page's
+    Markdown twin, and the llms.txt resource is the build's."""
+    site = qa_project / "site"
+    app = create_app(_settings(qa_index, tmp_path), site_dir=site)
+
+    async def check(session: ClientSession) -> None:
+        await _check_pages(session, twin=True)
+        page = await session.call_tool("read_page", {"page": "guide/configuration/"})
+        assert page.structuredContent is not None
+        twin = (site / "guide" / "configuration" / "index.md").read_text(encoding="utf-8")
+        assert page.structuredContent["markdown"] == twin
+        llms = await session.read_resource(AnyUrl("docs://llms.txt"))
+        built = (site / "llms.txt").read_text(encoding="utf-8")
+        assert "".join(getattr(c, "text", "") for c in llms.contents) == built
+
+    with ThreadedServer(app) as srv:
+        _over_http(srv.url + "/mcp", check)
 
 
 def test_http_works_without_the_lifespan(qa_index: Path, tmp_path: Path) -> None:

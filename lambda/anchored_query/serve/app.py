@@ -23,7 +23,6 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anchored_query.engine import Engine
@@ -50,6 +49,7 @@ from anchored_query.question.validation import (
 )
 from anchored_query.serve.front import WITH_PORT, FrontOnly, viewer_ip
 from anchored_query.serve.mcp_server import LazyMcp
+from anchored_query.serve.site import SiteFiles
 from anchored_query.serve.streaming import EventStream, events, precheck, wants_stream
 from anchored_query.settings import Settings
 
@@ -285,10 +285,11 @@ def create_app(
         Route("/v1/feedback", post_feedback, methods=["POST"]),
         Route("/v1/health", health, methods=["GET"]),
         # MCP over Streamable HTTP (mcp_server.py): same engine, limits and question log.
-        Route("/mcp", LazyMcp(engine, settings, limit=limited, qlog=qlog)),
+        Route("/mcp", LazyMcp(engine, settings, limit=limited, qlog=qlog, site_dir=site_dir)),
     ]
     if site_dir is not None:
-        routes.append(Mount("/", app=StaticFiles(directory=site_dir, html=True), name="site"))
+        # The built site, with its pages' Markdown twins for Accept: text/markdown (site.py).
+        routes.append(Mount("/", app=SiteFiles(directory=site_dir, html=True), name="site"))
     # Either the app does CORS (ANCHORED_ALLOWED_ORIGINS: `anchored serve` on another
     # origin, a container) or the front (a Lambda function URL) does, never both.
     cors = Middleware(

@@ -8,6 +8,7 @@ do not pay for it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -35,8 +36,9 @@ class LazyMcp:
         *,
         limit: Limiter | None = None,
         qlog: QuestionLog | None = None,
+        site_dir: Path | None = None,
     ) -> None:
-        self._args: dict[str, Any] = {"limit": limit, "qlog": qlog}
+        self._args: dict[str, Any] = {"limit": limit, "qlog": qlog, "site_dir": site_dir}
         self._engine = engine
         self._settings = settings
         self._endpoint: McpEndpoint | None = None

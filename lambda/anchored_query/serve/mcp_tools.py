@@ -30,6 +30,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urljoin
 
@@ -48,6 +49,8 @@ from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.owner.querylog import QuestionLog, ask_record
 from anchored_query.question.validation import parse_ask, parse_search
+from anchored_query.serve.mcp_pages import MAX_PAGE_CHARS, llms_txt, page_markdown
+from anchored_query.serve.mcp_pages import site_url as _site_url
 from anchored_query.settings import Settings
 
 log = logging.getLogger("anchored.query")
@@ -60,8 +63,9 @@ MAX_SECTION_CHARS = 20_000  # read_section returns at most this much text, then 
 INSTRUCTIONS = (
     "Tools over this documentation site. Prefer ask_docs for a question (a short answer "
     "whose every sentence cites a passage of the docs); use search_docs to find the "
-    "sections about a topic, and read_section to read one whole section by the `ref` "
-    "those tools return (page/#anchor). Answers come only from the docs: when "
+    "sections about a topic, read_section to read one whole section by the `ref` "
+    "those tools return (page/#anchor), and read_page for a whole page as Markdown; the "
+    "resource docs://llms.txt lists every page. Answers come only from the docs: when "
     "`abstained` is true the docs do not cover the question."
 )
 
@@ -78,12 +82,6 @@ def _absolute(site: str, link: str) -> str:
     return urljoin(site, link) if site else link
 
 
-def _site_url(engine: Engine) -> str:
-    loaded = engine._loaded
-    site = loaded.index.manifest.get("site_url") if loaded else None
-    return site.rstrip("/") + "/" if isinstance(site, str) and site.startswith("http") else ""
-
-
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structuredContent=data)
 
@@ -94,8 +92,11 @@ def build_server(
     *,
     limit: Limiter | None = None,
     qlog: QuestionLog | None = None,
+    site_dir: Path | None = None,
 ) -> FastMCP:
-    """The MCP server with the three tools, over ``engine`` (either transport)."""
+    """The MCP server with its four tools and the ``llms.txt`` resource, over ``engine``
+    (either transport); ``site_dir``: the built site, whose Markdown twins ``read_page``
+    reads (mcp_pages.py)."""
     server = FastMCP(
         "anchored-docs",
         instructions=INSTRUCTIONS,
@@ -240,6 +241,40 @@ def build_server(
         note = f"\n[… cut at {MAX_SECTION_CHARS} characters]" if cut else ""
         return _result(f"# {heading}\n{data['url']}\n\n{text}{note}", data)
 
+    @server.tool(
+        name="read_page",
+        title="Read a docs page",
+        description=(
+            "One whole documentation page as Markdown (headings with their anchors, code "
+            "blocks, tables), by its URL (e.g. 'guide/install/' or the full URL) or its "
+            "title. Use search_docs or the docs://llms.txt resource to find pages."
+        ),
+        annotations=read_only,
+    )
+    async def read_page(
+        page: Annotated[
+            str,
+            Field(description="The page's URL or title.", min_length=1, max_length=500),
+        ],
+        ctx: Context[Any, Any, Any],
+    ) -> CallToolResult:
+        data = await call(ctx, page_markdown, engine, page, site_dir)
+        note = f"\n[… cut at {MAX_PAGE_CHARS} characters]" if data["truncated"] else ""
+        return _result(f"{data['url']}\n\n{data['markdown']}{note}", data)
+
+    @server.resource(
+        "docs://llms.txt",
+        name="llms.txt",
+        title="The site's pages (llms.txt)",
+        description="Every page of the documentation with a one-line summary (llmstxt.org).",
+        mime_type="text/markdown",
+    )
+    async def llms_resource() -> str:
+        try:
+            return await anyio.to_thread.run_sync(llms_txt, engine, site_dir)
+        except QueryError as exc:
+            raise _public(exc) from None
+
     return server
 
 
@@ -333,8 +368,9 @@ class McpEndpoint:
         *,
         limit: Limiter | None = None,
         qlog: QuestionLog | None = None,
+        site_dir: Path | None = None,
     ) -> None:
-        self.server = build_server(engine, settings, limit=limit, qlog=qlog)
+        self.server = build_server(engine, settings, limit=limit, qlog=qlog, site_dir=site_dir)
         self.max_body = settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
