@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -119,14 +120,23 @@ class SQLiteCounters(Counters):
     def __init__(self, path: str | Path, clock: Any = time.time) -> None:
         self.path = Path(path)
         self._clock = clock
+        # One connection per process, used by every thread in turn: requests run in a
+        # pool of worker threads, and the lock makes each add one transaction at a time.
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._pid = 0
         self._next_purge = 0.0
 
     def _connect(self) -> sqlite3.Connection:
-        if self._db is None:
+        """The process's connection (call with the lock held)."""
+        if self._db is None or self._pid != os.getpid():
+            # A forked child must not use its parent's connection: it opens its own.
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+            # check_same_thread=False: the connection is made in one worker thread and
+            # used by the others, never two at once (self._lock).
+            db = sqlite3.connect(
+                self.path, timeout=5.0, isolation_level=None, check_same_thread=False
+            )
             db.execute("PRAGMA journal_mode=WAL")
             # Counters, not records: a commit need not wait for the disk (safe from a
             # crash of the process; a power cut may lose the last few counts).
@@ -135,7 +145,7 @@ class SQLiteCounters(Counters):
                 "CREATE TABLE IF NOT EXISTS counters (pk TEXT, name TEXT, value INTEGER,"
                 " expires_at REAL, PRIMARY KEY (pk, name))"
             )
-            self._db = db
+            self._db, self._pid = db, os.getpid()
         return self._db
 
     def _add(
