@@ -232,16 +232,32 @@ def _e2e(base: str, project: Path, mode: str) -> None:
 
 # streaming.test.js builds its own sites and servers: a test of its own, with its own time.
 STREAMING = "streaming.test.js"
+# The page menu, ?ask= links and the privacy check: its own test, to run alone (-k page_menu).
+PAGE_MENU = "pagemenu.test.js"
 
 
 def test_widget_suite_against_the_harness(node_modules: None) -> None:
     """tests/browser/run.sh: widget, highlight, search, look, budget and the other harness
-    tests (4-8 minutes); every *.test.js but the streaming one."""
+    tests (4-8 minutes); every *.test.js but the streaming and page menu ones."""
     env = _node_env()
     env["PYTHON"] = sys.executable
-    files = sorted(p.name for p in BROWSER.glob("*.test.js") if p.name != STREAMING)
+    own = (STREAMING, PAGE_MENU)
+    files = sorted(p.name for p in BROWSER.glob("*.test.js") if p.name not in own)
     code, out = _run(["bash", str(BROWSER / "run.sh"), *files], cwd=BROWSER, env=env, timeout=900)
     assert code == 0, f"tests/browser/run.sh failed (exit {code}):\n{out}"
+
+
+def test_page_menu_suite(node_modules: None) -> None:
+    """tests/browser/pagemenu.test.js against the harness: the page menu's entries (the
+    harness writes the Markdown twins), ?ask= and "Copy link", keyboard, 375 px, both
+    palettes, and that a whole session asks nothing of any host but the site, no cookie."""
+    env = _node_env()
+    env["PYTHON"] = sys.executable
+    cmd = ["bash", str(BROWSER / "run.sh"), PAGE_MENU]
+    code, out = _run(cmd, cwd=BROWSER, env=env, timeout=900)
+    assert code == 0, f"tests/browser/run.sh {PAGE_MENU} failed (exit {code}):\n{out}"
+    passed = re.search(r"^# pass (\d+)$", out, re.M)
+    assert passed and int(passed.group(1)) >= 24, f"{PAGE_MENU} ran too few tests:\n{out}"
 
 
 def test_streaming_suite(node_modules: None) -> None:

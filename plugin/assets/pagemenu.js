@@ -32,7 +32,7 @@ let uid = 0;
 export function createMenu(wrap, button, env) {
   const id = 'anchored-menu-' + ++uid;
   const status = el('p', { class: 'anchored-menu__status', role: 'status' });
-  const list = el('ul', { class: 'anchored-menu__list' });
+  const list = el('ul', { class: 'anchored-menu__list', 'aria-label': 'Page menu' });
   const panel = el('div', { class: 'anchored-menu__panel', id, hidden: true }, list, status);
   button.setAttribute('aria-controls', id);
   wrap.append(panel);
