@@ -15,13 +15,18 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mkdocs_anchored.cli_query import cmd_ask, cmd_eval, cmd_mcp, cmd_report, cmd_search
+
+if TYPE_CHECKING:
+    from anchored_query.settings import Settings
 
 log = logging.getLogger("anchored")
 
 DEFAULT_INDEX = ".anchored/index"
+# The names `anchored serve` answers for unless ANCHORED_ALLOWED_HOSTS says otherwise.
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 def _progress() -> Any:
@@ -114,6 +119,26 @@ def _llms_flags(s: argparse.ArgumentParser, when: str) -> None:
     )
 
 
+def local_hosts(host: str) -> str:
+    """``ANCHORED_ALLOWED_HOSTS`` for ``anchored serve`` when unset: this machine's names,
+    and the address it listens on when that is one address (a DNS-rebinding page's name is
+    none of them: anchored_query/serve/hosts.py)."""
+    names = list(LOCAL_HOSTS)
+    if host not in ("", "0.0.0.0", "::") and host not in names:
+        names.append(host)
+    return ",".join(names)
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's options beyond host and port. uvicorn believes ``X-Forwarded-For`` from
+    127.0.0.1 by default, so any local page or process could name a new client each time
+    past the rate limit: forwarded headers count only from the proxies that
+    ``ANCHORED_FORWARDED_ALLOW_IPS`` names."""
+    if settings.forwarded_allow_ips:
+        return {"proxy_headers": True, "forwarded_allow_ips": settings.forwarded_allow_ips}
+    return {"proxy_headers": False}
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
     from anchored_query.serve.app import create_app
@@ -138,6 +163,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env["ANCHORED_INDEX"] = str(index_dir)
     env.setdefault("ANCHORED_FEEDBACK", str(Path(index_dir).parent / "feedback"))
     env.setdefault("ANCHORED_REFRESH_S", "0")
+    if not env.get("ANCHORED_ALLOWED_HOSTS", "").strip():
+        env["ANCHORED_ALLOWED_HOSTS"] = local_hosts(args.host)
     # The question log (off unless asked for): --question-log, else mkdocs.yml's
     # question_log, relative to mkdocs.yml; site/owners.md.
     configured_log = plugin.config.question_log
@@ -153,10 +180,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.llm_provider != "none":
         answers = f"{settings.llm_provider} model {settings.llm_model}"
     print(f"  answers: {answers}")
+    print(f"  host names answered: {', '.join(settings.allowed_hosts)} (ANCHORED_ALLOWED_HOSTS)")
     # uvicorn re-raises SIGTERM after shutting down; make it an exit so the finally runs.
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(
+            app, host=args.host, port=args.port, log_level="warning", **server_options(settings)
+        )
     finally:
         shutil.rmtree(site_dir, ignore_errors=True)  # a full copy of the site, in /tmp
     return 0

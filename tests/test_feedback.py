@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -259,3 +260,25 @@ def test_a_stalled_s3_fails_the_feedback_write_inside_the_functions_timeout(
     for conn in held:
         conn.close()
     assert took < 25, f"the feedback write gave up after {took:.0f} s"
+
+
+def test_feedback_files_are_0600_in_0700_folders_whatever_the_umask(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    # Readers' comments may name them (issue 23, finding 9): not readable by other users.
+    folder = tmp_path / "feedback"
+    folder.mkdir()
+    folder.chmod(0o755)  # as an earlier version left it
+    old = os.umask(0o022)
+    try:
+        with TestClient(create_app(settings_for(qa_index, tmp_path))) as client:
+            for rating in ("up", "down"):
+                payload = {"answer_id": answer_id(client), "rating": rating, "comment": "Ann"}
+                assert client.post("/v1/feedback", json=payload).status_code == 200
+    finally:
+        os.umask(old)
+    files = feedback_files(folder)
+    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    assert len(files) == 2 and len(folders) == 2
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {"0o600"}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in folders} == {"0o700"}

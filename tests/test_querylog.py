@@ -4,10 +4,14 @@ retention."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import os
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,7 @@ from anchored_query.owner.querylog import (
 )
 from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings, SettingsError
+from mkdocs_anchored.cli import main
 from s3server import S3Bucket, moto_s3, s3
 from starlette.testclient import TestClient
 
@@ -34,7 +39,7 @@ COOKIE = "session=reader-cookie-4f1d"
 UA = "Mozilla/5.0 (reader-agent-9c2e)"
 
 
-def settings_for(index: Path, tmp_path: Path, log: str) -> Settings:
+def settings_for(index: Path, tmp_path: Path, log: str, **extra: Any) -> Settings:
     return Settings(
         index=str(index),
         cache_dir=str(tmp_path / "cache"),
@@ -43,6 +48,7 @@ def settings_for(index: Path, tmp_path: Path, log: str) -> Settings:
         rate_limit_per_min=0,
         question_log=log,
         question_log_days=30,
+        **extra,
     )
 
 
@@ -288,3 +294,87 @@ def test_anchored_serve_logs_questions_when_mkdocs_yml_turns_it_on(
         proc.proc.wait(120)
     records = list(read_records(str(project / "logs" / "questions"), "asks"))
     assert [r["question"] for r in records] == [ANSWERED]
+
+
+# ------------------------------------------------------------------ private (issue 23, finding 9)
+
+EMAIL, PHONE, KEY = "jane.doe@example.com", "+44 20 7946 0958", "sk-proj-Abc123def456ghi789jkl"
+PERSONAL = f"Why does {EMAIL} get no reply? Call me on {PHONE}. My key {KEY} fails."
+
+
+@contextlib.contextmanager
+def umask(mask: int) -> Iterator[None]:
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_log_files_are_0600_in_0700_folders_whatever_the_umask(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "question-log"
+    folder.mkdir()
+    folder.chmod(0o755)  # as an earlier version left it
+    with umask(0o022):
+        ask_and_rate(settings_for(qa_index, tmp_path, str(folder)))
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    folders = [folder, *(p for p in folder.rglob("*") if p.is_dir())]
+    assert len(files) == 2 and len(folders) == 5  # log, asks, feedback and a day under each
+    assert {p.name: oct(mode(p)) for p in files} == {p.name: "0o600" for p in files}
+    assert {p.name: oct(mode(p)) for p in folders} == {p.name: "0o700" for p in folders}
+
+
+def test_personal_strings_are_masked_in_the_log_when_the_owner_asks(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    logged = {}
+    for mask in (False, True):
+        folder = tmp_path / f"log-{mask}"
+        app = create_app(settings_for(qa_index, tmp_path, str(folder), question_log_mask=mask))
+        with TestClient(app) as client:
+            assert client.post("/v1/ask", json={"question": PERSONAL}).status_code == 200
+        [row] = read_records(str(folder), "asks")
+        logged[mask] = row["question"]
+    assert logged[False] == PERSONAL  # off by default: as asked
+    masked = logged[True]
+    assert all(s not in masked for s in (EMAIL, PHONE, KEY, "7946", "Abc123")), masked
+    assert masked.startswith("Why does [email] get no reply? Call me on [phone].")
+    # The report reads the log: nothing of them in it either.
+    html = tmp_path / "report.html"
+    assert main(["report", str(tmp_path / "log-True"), "--out", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "[email]" in page and all(s not in page for s in (EMAIL, PHONE, KEY))
+
+
+@pytest.mark.parametrize(
+    ("question", "logged"),
+    [
+        ("Contact a.b+docs@mail.example.co.uk now", "Contact [email] now"),
+        ("Ring 06.12.34.56.78 or (555) 123-4567", "Ring [phone] or [phone]"),
+        ("Key AKIAIOSFODNN7EXAMPLE and Bearer abc.def", "Key [REDACTED] and Bearer [REDACTED]"),
+        ("token ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", "token [REDACTED]"),
+        # What is not personal stays: dates, addresses, versions, ports, identifiers.
+        ("Since 2026-03-01 12:30 on 192.168.100.200:8000", None),
+        ("Version 1.2.3, build 20260301, port 8080, 3 of 12", None),
+        ("What does widget_endpoint_with_a_long_name_over_32 do?", None),
+    ],
+)
+def test_what_masking_takes_out(tmp_path: Path, question: str, logged: str | None) -> None:
+    qlog = QuestionLog(LocalSink(tmp_path), flush_s=0.01, mask=True)
+    qlog.submit(ask_record({"id": "a"}, question, 1.0))
+    qlog.close()
+    assert [r["question"] for r in read_records(str(tmp_path), "asks")] == [logged or question]
+
+
+def test_the_mask_setting() -> None:
+    env = {"ANCHORED_INDEX": "x"}
+    assert Settings.from_env(env).question_log_mask is False
+    assert Settings.from_env({**env, "ANCHORED_QUESTION_LOG_MASK": "on"}).question_log_mask
+    with pytest.raises(SettingsError, match="ANCHORED_QUESTION_LOG_MASK"):
+        Settings.from_env({**env, "ANCHORED_QUESTION_LOG_MASK": "maybe"})

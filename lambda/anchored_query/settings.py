@@ -80,6 +80,10 @@ class Settings:
     llm_rewrite: bool = False
     llm_rewrite_timeout_s: float = 4.0
     allowed_origins: tuple[str, ...] = ()
+    # Host names answered (serve/hosts.py); () answers any: `anchored serve` sets its own.
+    allowed_hosts: tuple[str, ...] = ()
+    # `anchored serve`: the proxies whose X-Forwarded-For / -Proto uvicorn believes; none.
+    forwarded_allow_ips: str = ""
     max_question_chars: int = 2000
     max_history_turns: int = 6
     max_history_chars: int = 8000
@@ -105,6 +109,7 @@ class Settings:
     client_ip_header: str = "cloudfront-viewer-address"  # trusted only with front_secret
     question_log: str = ""  # off; a folder or s3://bucket/prefix (querylog.py)
     question_log_days: int = 90  # records older than this are deleted
+    question_log_mask: bool = False  # e-mail-, phone- and key-shaped strings masked in it
     max_versions_loaded: int = 3  # versioned index: versions kept in memory (versions.py)
 
     @classmethod
@@ -150,6 +155,10 @@ class Settings:
             llm_rewrite=_bool(env, "ANCHORED_LLM_REWRITE", False),
             llm_rewrite_timeout_s=_float(env, "ANCHORED_LLM_REWRITE_TIMEOUT_S", 4.0, 0.5, 600.0),
             allowed_origins=origins,
+            allowed_hosts=tuple(
+                h.strip() for h in _get(env, "ANCHORED_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
+            forwarded_allow_ips=_get(env, "ANCHORED_FORWARDED_ALLOW_IPS", ""),
             max_question_chars=_int(env, "ANCHORED_MAX_QUESTION_CHARS", 2000, 10, 100_000),
             max_history_turns=_int(env, "ANCHORED_MAX_HISTORY_TURNS", 6, 0, 50),
             max_history_chars=_int(env, "ANCHORED_MAX_HISTORY_CHARS", 8000, 0, 200_000),
@@ -191,6 +200,7 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
         ).lower(),
         "question_log": _get(env, "ANCHORED_QUESTION_LOG", ""),
         "question_log_days": _int(env, "ANCHORED_QUESTION_LOG_DAYS", 90, 1, 3650),
+        "question_log_mask": _bool(env, "ANCHORED_QUESTION_LOG_MASK", False),
         "max_versions_loaded": _int(env, "ANCHORED_MAX_VERSIONS_LOADED", 3, 1, 100),
     }
     _check_question_log(str(values["question_log"]), env)

@@ -53,6 +53,36 @@ def scrub(text: str) -> str:
     return redact(text, *sorted(_secrets, key=len, reverse=True))
 
 
+# What a reader may type that names them or opens something: e-mail addresses, phone
+# numbers (9 to 15 digits, with + ( ) . - or spaces between, 10 when written as one run;
+# not a date, not an IPv4 address) and long tokens (32 characters or more: of upper and
+# lower case letters and digits, or hex) beside the credential shapes :func:`scrub` masks.
+_EMAIL = re.compile(r"[\w.%+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE = re.compile(r"(?<![\w.+-])\+?\(?\d(?:[ ().-]{0,2}\d){8,18}(?![\w-])")
+_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+_IPV4 = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
+_TOKEN = re.compile(
+    r"(?<![\w-])(?:(?=[\w-]*\d)(?=[\w-]*[a-z])(?=[\w-]*[A-Z])[\w-]{32,}|[0-9a-fA-F]{32,})(?![\w-])"
+)
+
+
+def mask_personal(text: str) -> str:
+    """``text`` with e-mail addresses as ``[email]``, phone numbers as ``[phone]`` and
+    key-shaped strings as ``[REDACTED]`` (the question log's ``ANCHORED_QUESTION_LOG_MASK``)."""
+    text = _EMAIL.sub("[email]", text)
+    text = _TOKEN.sub("[REDACTED]", scrub(text))
+    return _PHONE.sub(_phone, text)
+
+
+def _phone(match: re.Match[str]) -> str:
+    found = match.group(0)
+    digits = sum(c.isdigit() for c in found)
+    one_run = found.isdigit()
+    if not (10 if one_run else 9) <= digits <= 15 or _DATE.match(found) or _IPV4.fullmatch(found):
+        return found
+    return "[phone]"
+
+
 def without_secrets(text: str) -> str:
     """``text`` with the protected secrets themselves masked (no pattern guessing: for
     text shown to readers, where a documented ``token: abc`` must stay as it is)."""

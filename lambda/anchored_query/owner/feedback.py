@@ -8,10 +8,8 @@ fill a disk with it. A write that fails (a full disk) leaves no partial file.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import threading
 import time
 import uuid
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anchored_query.errors import QueryError
+from anchored_query.owner.private_files import write_private
 from anchored_query.question.validation import FeedbackRequest
 
 log = logging.getLogger("anchored.query")
@@ -58,7 +57,8 @@ def check_record(item: FeedbackRequest) -> None:
 
 
 class LocalFeedbackStore:
-    """One JSON file per feedback under a folder; fsynced before returning; capped."""
+    """One JSON file per feedback under a folder (0600 in 0700 folders:
+    :mod:`.private_files`); fsynced before returning; capped."""
 
     def __init__(
         self,
@@ -105,33 +105,13 @@ class LocalFeedbackStore:
             self._records += 1
             self._bytes += len(data)
         try:
-            self._write(self.directory / key, data)
+            write_private(self.directory / key, data, self.directory)
         except BaseException:
             with self._lock:
                 self._records -= 1
                 self._bytes -= len(data)
             raise
         return key
-
-    @staticmethod
-    def _write(path: Path, data: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 class S3FeedbackStore:

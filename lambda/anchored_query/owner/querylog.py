@@ -22,7 +22,6 @@ import contextlib
 import gzip
 import json
 import logging
-import os
 import queue
 import shutil
 import threading
@@ -33,6 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
+
+from anchored_query.guard.logsafe import mask_personal
+from anchored_query.owner.private_files import write_private
 
 log = logging.getLogger("anchored.query")
 
@@ -95,18 +97,14 @@ def _object_name() -> str:
 
 
 class LocalSink:
-    """Batches as files under a folder, written atomically (a .tmp renamed)."""
+    """Batches as files under a folder, written atomically, 0600 in 0700 folders
+    (:mod:`.private_files`)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
     def write(self, kind: str, day: str, data: bytes) -> None:
-        folder = self.directory / kind / day
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / _object_name()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        write_private(self.directory / kind / day / _object_name(), data, self.directory)
 
     def expire(self, before: date) -> None:
         for kind in KINDS:
@@ -151,7 +149,9 @@ class LogStats:
 
 
 class QuestionLog:
-    """A bounded queue and one writer thread; :meth:`submit` never blocks or raises."""
+    """A bounded queue and one writer thread; :meth:`submit` never blocks or raises.
+    ``mask``: questions are written with e-mail addresses, phone numbers and key-shaped
+    strings masked (:func:`~anchored_query.guard.logsafe.mask_personal`)."""
 
     def __init__(
         self,
@@ -161,8 +161,10 @@ class QuestionLog:
         queue_max: int = QUEUE_MAX,
         batch_max: int = BATCH_MAX,
         flush_s: float = FLUSH_S,
+        mask: bool = False,
     ) -> None:
         self.sink = sink
+        self.mask = mask  # e-mail-, phone- and key-shaped strings in questions masked
         self.retention_days = retention_days
         self.batch_max = batch_max
         self.flush_s = flush_s
@@ -212,6 +214,8 @@ class QuestionLog:
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in records:
             kind = "feedback" if r.get("kind") == "feedback" else "asks"
+            if self.mask and isinstance(r.get("question"), str):  # here, off the request path
+                r = {**r, "question": mask_personal(r["question"])}
             groups.setdefault((kind, str(r.get("t", ""))[:10]), []).append(r)
         for (kind, day), rows in groups.items():
             data = gzip.compress(

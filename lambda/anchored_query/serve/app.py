@@ -48,6 +48,7 @@ from anchored_query.question.validation import (
     parse_version,
 )
 from anchored_query.serve.front import WITH_PORT, FrontOnly, viewer_ip
+from anchored_query.serve.hosts import AllowedHosts
 from anchored_query.serve.mcp_server import LazyMcp
 from anchored_query.serve.site import SiteFiles
 from anchored_query.serve.streaming import EventStream, events, precheck, wants_stream
@@ -131,7 +132,9 @@ def create_app(
     logsafe.protect(settings.answer_id_secret)
     engine = engine or Engine(settings)
     store = feedback or feedback_store(settings.feedback, default_feedback_dir(settings.cache_dir))
-    qlog = question_log(settings.question_log, settings.question_log_days)  # None: off
+    qlog = question_log(  # None: off
+        settings.question_log, settings.question_log_days, mask=settings.question_log_mask
+    )
     # One limit across instances when they share a store (DynamoDB on AWS), else per process.
     local = RateLimiter(settings.rate_limit_per_min)
     limiter: RateLimiter | SharedRateLimiter = local
@@ -304,6 +307,8 @@ def create_app(
     if settings.front_secret:  # only requests that came through the front (front.py)
         logsafe.protect(settings.front_secret)
         middleware.insert(0, Middleware(FrontOnly, secret=settings.front_secret))
+    if settings.allowed_hosts:  # a DNS-rebinding page's Host is none of them (hosts.py)
+        middleware.insert(0, Middleware(AllowedHosts, hosts=settings.allowed_hosts))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
