@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anchored_query.guard.shared_state as shared_state
+import httpx
 import pytest
 from anchored_query.engine import Engine
 from anchored_query.errors import LLMError
@@ -26,6 +28,7 @@ from anchored_query.guard.budget import (
     BudgetExceeded,
     BudgetLimits,
     input_token_bound,
+    input_token_floor,
 )
 from anchored_query.guard.shared_state import DynamoDBCounters, MemoryCounters, StateUnavailable
 from anchored_query.llm import ChatMessage, Completion
@@ -33,14 +36,15 @@ from anchored_query.question.validation import parse_ask
 from anchored_query.serve.app import create_app
 from anchored_query.settings import Settings, SettingsError
 from dynamoserver import DynamoTable, aws_env, dynamo_table
-from fakes import FakeOpenAIServer, Reply, quote_passages
+from fakes import FakeOpenAIServer, Reply, StreamRate, quote_passages
+from liveserver import ThreadedServer
 from s3server import moto_s3
 from starlette.testclient import TestClient
 
 __all__ = ["aws_env", "dynamo_table", "moto_s3"]  # fixtures used by name
 
 QUESTION = "Which port does the server use by default?"
-USAGE = (700, 60)  # what the fake provider reports for every call
+USAGE = (1500, 60)  # what the fake provider reports for every call (above the prompt's words)
 
 
 class Clock:
@@ -294,6 +298,103 @@ def test_settle_replaces_the_bound_with_the_reported_usage() -> None:
     inner.usage = (None, None)  # no usage reported: the reserved bound stands
     client.complete(messages, max_tokens=300)
     assert counters._items[next(iter(counters._items))][1]["tokens"] == 47 + bound + 300
+
+
+@pytest.mark.parametrize("usage", [(0, 0), (3, 5), (40, 0)])
+def test_a_report_below_the_prompts_words_is_no_report(usage: tuple[int, int]) -> None:
+    """Issue 23, finding 4. Guards: fewer input tokens than the prompt has words (or output
+    tokens than the reply has) is a report no tokenizer makes; the call counts at its
+    reserved bound. Before, such a report was settled as is: 0 tokens, the cap never met."""
+    counters = MemoryCounters()
+    inner = Scripted(usage=usage)  # replies "ok [1]." (2 words)
+    client = BudgetedClient(inner, Budget(counters, BudgetLimits(tokens_per_day=10**6)))
+    messages = [ChatMessage("system", "You answer."), ChatMessage("user", "Où est le port ?")]
+    assert input_token_floor(messages) == 7
+    client.complete(messages, max_tokens=300)
+    (item,) = counters._items.values()
+    assert item[1]["tokens"] == input_token_bound(messages) + 300
+
+
+def test_a_provider_reporting_no_tokens_still_meets_the_cap(qa_index: Path, tmp_path: Path) -> None:
+    """Issue 23, finding 4, through the fake provider over HTTP: usage reported as 0 for
+    every call, a cap of 30,000 tokens a day. Guards: the calls count at their reservations,
+    so the cap stops them. Before, 8 of 8 asks were answered by the model."""
+    from anchored_query.llm import OpenAICompatClient
+
+    cap = 30_000
+    counters = MemoryCounters()
+    with FakeOpenAIServer(default=Reply(quote_passages(k=1), usage=(0, 0))) as srv:
+        settings = llm_settings(qa_index, tmp_path, srv, budget_tokens_per_day=cap)
+        provider = OpenAICompatClient(srv.url, "sk-test-budget-0123456789", "fake-model")
+        llm = BudgetedClient(provider, Budget(counters, BudgetLimits(tokens_per_day=cap)))
+        engine = Engine(settings, llm=llm)
+        try:
+            request = parse_ask({"question": QUESTION}, settings)
+            results = [engine.ask(request) for _ in range(8)]
+        finally:
+            engine.close()
+        requests = srv.requests
+    reserved = [
+        input_token_bound([ChatMessage(m["role"], m["content"]) for m in r.messages])  # type: ignore[arg-type]
+        + (r.max_tokens or 0)
+        for r in requests
+    ]
+    assert 1 <= len(requests) < 8
+    assert sum(reserved) <= cap
+    (item,) = counters._items.values()
+    assert item[1]["tokens"] == sum(reserved), "each call counted at its reservation"
+    fell_back = [r["fallback"] for r in results if r.get("reason")]
+    assert fell_back == ["budget"] * (8 - len(requests))
+
+
+def test_an_abandoned_stream_counts_what_was_sent_and_streamed(
+    qa_index: Path, tmp_path: Path
+) -> None:
+    """Issue 23, finding 3. A reader drops a streamed ask while the model writes (a long
+    reply at 20 pieces a second, over real HTTP). Guards: the call is settled at the prompt
+    sent and the text streamed (estimated), not at its whole reservation. Before, the
+    reservation (UTF-8 bytes of the prompt + max_tokens, ~4x the tokens) stayed counted."""
+    from anchored_query.guard.budget import abandoned_usage
+
+    state = tmp_path / "state.db"
+    reply = Reply("The server listens on port 8000 [1]. " * 80, usage=USAGE)
+    with FakeOpenAIServer(default=reply, rate=StreamRate(0.0, 20)) as srv:
+        settings = llm_settings(
+            qa_index,
+            tmp_path,
+            srv,
+            shared_state=f"file:{state}",
+            budget_tokens_per_day=10**7,
+        )
+        with ThreadedServer(create_app(settings)) as server:
+            httpx.get(server.url + "/v1/health", timeout=60)  # the index loaded
+            body = {"question": QUESTION}
+            headers = {"Accept": "text/event-stream"}
+            with httpx.stream(
+                "POST", server.url + "/v1/ask", json=body, headers=headers, timeout=60
+            ) as r:
+                for line in r.iter_lines():
+                    if "generating" in line:
+                        break
+                time.sleep(1.0)  # some of the reply streamed
+            (request,) = srv.requests
+            messages = [ChatMessage(m["role"], m["content"]) for m in request.messages]  # type: ignore[arg-type]
+            max_tokens = request.max_tokens or 0
+            reserved = input_token_bound(messages) + max_tokens
+            sent, _ = abandoned_usage(messages, [], max_tokens)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                with sqlite3.connect(state) as db:
+                    (tokens,) = db.execute(
+                        "SELECT value FROM counters WHERE pk LIKE 'budget#%' AND name = 'tokens'"
+                    ).fetchone()
+                if tokens != reserved:
+                    break
+                time.sleep(0.1)
+            assert srv.disconnected, "the model's connection was closed"
+    assert tokens < reserved, "settled below the reservation"
+    assert sent < tokens < sent + max_tokens, (sent, tokens, reserved)
+    assert sent <= reserved // 3 + 100, "the prompt counted at about its tokens, not its bytes"
 
 
 @pytest.mark.parametrize(("category", "kept"), [("auth", False), ("timeout", True)])

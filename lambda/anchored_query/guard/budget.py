@@ -14,9 +14,14 @@ through :class:`BudgetedClient`:
 2. **Settle** after the call with what the provider reports (the
    :class:`~anchored_query.llm.Completion`'s token counts): the difference is
    added (usually a refund). A figure the provider did not report stays at the
-   reserved bound. A call that failed before the provider could charge (auth,
+   reserved bound, and so does a report no tokenizer could make: fewer input
+   tokens than the prompt has words, or fewer output tokens than the reply has
+   (:func:`input_token_floor`; a provider reporting 0 would otherwise never meet
+   the cap). A call that failed before the provider could charge (auth,
    bad request, throttled) is refunded; any other failure keeps its
-   reservation, since the provider may have done the work.
+   reservation, since the provider may have done the work. A stream the reader
+   abandoned gets no report: it counts the prompt it sent and the text streamed
+   so far, estimated (:func:`abandoned_usage`).
 
 A call that does not fit raises ``LLMError("budget")`` without calling the
 model; the engine then answers extractively and says why. If the store cannot
@@ -47,6 +52,10 @@ TOKENS_PER_MESSAGE = 8
 TOKENS_PER_REPLY = 8
 # A day's item is kept two days past its end (to look at), then TTL deletes it.
 KEEP_S = 2 * 86400
+# An abandoned stream's estimate: a token for every three bytes of UTF-8, more than English
+# prose (about four bytes a token) and code (three to four) take, about what Chinese takes
+# (a character, three bytes, is a token or so). Never more than the reservation's bound.
+ESTIMATE_BYTES_PER_TOKEN = 3
 # Failures after which the provider has not done (or billed) the work.
 NOT_CHARGED = frozenset({"auth", "bad_request", "rate_limited"})
 
@@ -183,6 +192,54 @@ def input_token_bound(messages: Sequence[ChatMessage]) -> int:
     )
 
 
+def _estimate(text: str) -> int:
+    return math.ceil(len(text.encode("utf-8", "surrogatepass")) / ESTIMATE_BYTES_PER_TOKEN)
+
+
+def abandoned_usage(
+    messages: Sequence[ChatMessage], streamed: Sequence[str], max_tokens: int
+) -> tuple[int, int]:
+    """What a stream abandoned before its end counts for, no usage report coming: the
+    prompt the provider was sent and the reply as far as it was streamed (at least a token
+    a piece), each at a token per ``ESTIMATE_BYTES_PER_TOKEN`` bytes."""
+    sent = TOKENS_PER_REPLY + sum(TOKENS_PER_MESSAGE + _estimate(m.content) for m in messages)
+    written = max(sum(1 for piece in streamed if piece), _estimate("".join(streamed)))
+    return sent, min(max_tokens, written)
+
+
+def input_token_floor(messages: Sequence[ChatMessage]) -> int:
+    """At least how many input tokens ``messages`` are: their words. Tokenizers cut text
+    at white space before they merge it into tokens, so no token spans two words; a
+    provider reporting fewer is not counting (the bound above is the other side)."""
+    return sum(len(m.content.split()) for m in messages)
+
+
+def reported_usage(
+    completion: Completion, bound: int, max_tokens: int, floor: int
+) -> tuple[int, int]:
+    """The input and output tokens a call counts for: the provider's report, a figure it
+    left out at the reserved bound (``bound`` in, ``max_tokens`` out). A report below the
+    prompt's ``floor`` (:func:`input_token_floor`) or the reply's words is treated as no
+    report: both sides count at the bound."""
+    used_in, used_out = completion.input_tokens, completion.output_tokens
+    words_out = len(completion.text.split())
+    if (used_in is not None and used_in < floor) or (
+        used_out is not None and used_out < min(words_out, max_tokens)
+    ):
+        log.warning(
+            "the provider reported %s input / %s output tokens for a prompt of %d words and "
+            "a reply of %d: counted as unreported (%d / %d)",
+            used_in,
+            used_out,
+            floor,
+            words_out,
+            bound,
+            max_tokens,
+        )
+        return bound, max_tokens
+    return (bound if used_in is None else used_in, max_tokens if used_out is None else used_out)
+
+
 class BudgetedClient:
     """An :class:`~anchored_query.llm.LLMClient` that spends only what the budget allows."""
 
@@ -212,13 +269,8 @@ class BudgetedClient:
             if exc.category in NOT_CHARGED:
                 self._settle(reservation, 0, 0)
             raise
-        used_in = completion.input_tokens
-        used_out = completion.output_tokens
-        self._settle(
-            reservation,
-            bound if used_in is None else used_in,
-            max_tokens if used_out is None else used_out,
-        )
+        floor = input_token_floor(messages)
+        self._settle(reservation, *reported_usage(completion, bound, max_tokens, floor))
         return completion
 
     def stream(
@@ -232,40 +284,46 @@ class BudgetedClient:
         """The inner client's reply as it is written (:func:`~anchored_query.llm.base.
         stream_reply`), reserved and settled like :meth:`complete`.
 
-        A stream abandoned before its end (the reader went away, the request's time
-        ran out), or failed in a way not mapped, keeps its whole reservation, as a call
-        that timed out does: the provider reports nothing of what it generated, and the
-        text received is no bound on it (reasoning tokens are billed but never sent, and
-        a provider may go on generating after the connection closes).
+        A stream closed before its end (the reader went away) is settled at what the
+        provider was sent and what it streamed (:func:`abandoned_usage`): no report of
+        usage comes. Not counted then: reasoning tokens a provider bills but never sends,
+        and what it generates after the connection closed. A stream that failed in a way
+        not mapped (a timeout) keeps its whole reservation, as a call that timed out does.
         """
         bound = input_token_bound(messages)
         started = time.monotonic()
         reservation = self._reserve(bound, max_tokens)
         timeout_s = self._time_left(timeout_s, started, reservation)
-        received = False
+        streamed: list[str] = []
+        settled = False
+        events = stream_reply(
+            self.inner,
+            messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            timeout_s=timeout_s,
+        )
         try:
-            for event in stream_reply(
-                self.inner,
-                messages,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                timeout_s=timeout_s,
-            ):
+            for event in events:
                 if isinstance(event, Completion):
-                    used_in, used_out = event.input_tokens, event.output_tokens
-                    self._settle(
-                        reservation,
-                        bound if used_in is None else used_in,
-                        max_tokens if used_out is None else used_out,
-                    )
+                    floor = input_token_floor(messages)
+                    self._settle(reservation, *reported_usage(event, bound, max_tokens, floor))
+                    settled = True
                 else:
-                    received = True
+                    streamed.append(event)
                 yield event
+        except GeneratorExit:  # closed early: the reader went away
+            if not settled:
+                self._settle(reservation, *abandoned_usage(messages, streamed, max_tokens))
+            raise
         except LLMError as exc:
-            if exc.category in NOT_CHARGED and not received:
+            if exc.category in NOT_CHARGED and not streamed:
                 self._settle(reservation, 0, 0)
             raise
-        # Abandoned (closed early) or failed otherwise: the reservation stays counted.
+        finally:
+            close = getattr(events, "close", None)
+            if callable(close):
+                close()  # the provider's connection with it
 
     def _time_left(
         self, timeout_s: float | None, started: float, reservation: Reservation
