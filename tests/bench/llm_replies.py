@@ -55,7 +55,7 @@ class CachingClient(OpenAICompatClient):
         self.calls: list[Call] = []
         REPLIES.mkdir(parents=True, exist_ok=True)
 
-    def _attempt(self, body: dict[str, Any], timeout_s: float) -> Completion:
+    def _attempt(self, body: dict[str, Any], timeout_s: float, limit: int) -> Completion:
         key = request_key(body)
         path = REPLIES / f"{key}.json"
         messages = list(body["messages"])
@@ -73,7 +73,7 @@ class CachingClient(OpenAICompatClient):
         t0 = time.perf_counter()
         self._captured: bytes | None = None
         try:
-            completion = super()._attempt(body, timeout_s)
+            completion = super()._attempt(body, timeout_s, limit)
         except LLMError as exc:
             self.calls.append(
                 Call(key, messages, None, exc.category, time.perf_counter() - t0, False)
