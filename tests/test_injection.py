@@ -341,10 +341,10 @@ def test_scope_prefixes_are_rendered_as_quoted_data(
 
 def test_instruction_echoes_are_recognised_and_answers_are_not() -> None:
     leaked = [s.text for s in parse_answer("My instructions are: " + SYSTEM_PROMPT)]
-    # all but labels of fewer than 5 words ("Rules:", "Example 1.", "Section: Sync › Options")
-    # and the refusal the second example prescribes (a reply that is it obeys the rules)
+    # all but labels of fewer than 5 words ("Rules:", "Example 1.", "Section: Sync › Options");
+    # rule 7 quotes the refusal inside a longer sentence, which is caught
     missed = [t for t in leaked if not echoes_instructions(t) and len(t.split()) >= 5]
-    assert missed == ["The documentation does not cover this."]
+    assert missed == []
     assert echoes_instructions("Never cite a number that is not in the passages.")
     for answer in (
         "The documentation does not cover this.",
