@@ -23,8 +23,10 @@ __all__ = ["pages_from_site_dir", "site_name_of"]
 
 log = logging.getLogger("anchored")
 
-# Folders that hold assets, search indexes or generator internals, never pages.
-_SKIP_DIRS = frozenset({"assets", "search", "node_modules"})
+# Folders that hold assets, search indexes or generator internals, never pages; the
+# search index's folder only at the site root (a page may live at plugins/search/).
+_SKIP_DIRS = frozenset({"assets", "node_modules"})
+_SKIP_ROOT_DIRS = frozenset({"search"})
 # Pages that are not documentation: error pages, search pages, indexes.
 _SKIP_FILES = frozenset({"404.html", "search.html", "genindex.html", "py-modindex.html"})
 # Bounded captures: a page full of unclosed tags must not make these quadratic.
@@ -97,8 +99,13 @@ def pages_from_site_dir(
 def _html_files(root: Path) -> Iterator[Path]:
     """``*.html`` files under ``root``, sorted, skipping non-page folders and files."""
     for directory, dirnames, filenames in os.walk(root):
+        at_root = Path(directory) == root
         dirnames[:] = sorted(
-            name for name in dirnames if name not in _SKIP_DIRS and not name.startswith((".", "_"))
+            name
+            for name in dirnames
+            if name not in _SKIP_DIRS
+            and not (at_root and name in _SKIP_ROOT_DIRS)
+            and not name.startswith((".", "_"))
         )
         for name in sorted(filenames):
             lower = name.lower()

@@ -270,11 +270,16 @@ def test_skips_assets_redirects_and_unreadable_files(
     (tmp_path / "sub dir").mkdir()
     (tmp_path / "sub dir" / "index.html").write_text("<h1>Only <em>an</em> h1</h1>")
     (tmp_path / "broken.html").symlink_to(tmp_path / "missing.html")
+    (tmp_path / "search").mkdir()  # the search index's folder, at the root only
+    (tmp_path / "search" / "index.html").write_text("<p>search page</p>")
+    (tmp_path / "plugins" / "search").mkdir(parents=True)  # a page (Material's docs)
+    (tmp_path / "plugins" / "search" / "index.html").write_text("<h1>Built-in search</h1>")
     warnings: list[str] = []
     with caplog.at_level(logging.WARNING, logger="anchored"):
         pages = list(pages_from_site_dir(tmp_path, warnings=warnings))
     assert [(p.url, p.title) for p in pages] == [
         ("guide.html", "Guide | Docs"),
+        ("plugins/search/", "Built-in search"),
         ("sub%20dir/", "Only an h1"),
     ]
     assert "\ufffd" in pages[0].html
