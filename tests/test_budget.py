@@ -7,6 +7,7 @@ server over HTTP (``fakes``), real engines on the test site's index.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import socket
 import sqlite3
@@ -27,6 +28,7 @@ from anchored_query.guard.budget import (
     BudgetedClient,
     BudgetExceeded,
     BudgetLimits,
+    ClientShareExceeded,
     input_token_bound,
     input_token_floor,
 )
@@ -271,6 +273,30 @@ def test_hour_and_day_windows_roll_over(dynamo_table: DynamoTable) -> None:
     assert first["expires_at"] > clock.now, "kept for a while, then TTL deletes it"
 
 
+def test_a_clients_share_is_its_own_count_and_given_back_when_the_cap_refuses() -> None:
+    """Issue 23, finding 3, the counters: a client may start a call while under its share
+    (so past it by one call at most); a call the whole cap refuses gives its share back."""
+    counters = MemoryCounters()
+    budget = Budget(counters, BudgetLimits(tokens_per_day=1000, client_share=0.5))
+    budget.reserve(400, 0, "a")
+    budget.reserve(400, 0, "a")  # "a" had used 400 of its 500: it may start one more
+    with pytest.raises(ClientShareExceeded):
+        budget.reserve(1, 0, "a")
+    with pytest.raises(BudgetExceeded):
+        budget.reserve(300, 0, "b")  # within b's share; 800 + 300 is past the cap
+    budget.reserve(200, 0)  # no client (anchored ask): the cap alone
+    tokens = {key.split("#")[:-1][-1]: v[1]["tokens"] for key, v in counters._items.items()}
+    assert tokens == {"budget": 1000, "a": 800, "b": 0}
+
+
+def test_the_client_share_setting() -> None:
+    assert Settings.from_env({"ANCHORED_INDEX": "x"}).budget_client_share == 0.1
+    env = {"ANCHORED_INDEX": "x", "ANCHORED_BUDGET_CLIENT_SHARE": "1"}
+    assert BudgetLimits.from_settings(Settings.from_env(env)).client_share == 1.0
+    with pytest.raises(SettingsError, match="ANCHORED_BUDGET_CLIENT_SHARE"):
+        Settings.from_env({"ANCHORED_INDEX": "x", "ANCHORED_BUDGET_CLIENT_SHARE": "0"})
+
+
 def test_dollar_cap_counts_each_side_at_its_price() -> None:
     limits = BudgetLimits(usd_per_hour=0.01, price_input_per_mtok=0.80, price_output_per_mtok=4.0)
     assert limits.micro_usd(1000, 100) == 800 + 400
@@ -345,6 +371,58 @@ def test_a_provider_reporting_no_tokens_still_meets_the_cap(qa_index: Path, tmp_
     assert item[1]["tokens"] == sum(reserved), "each call counted at its reservation"
     fell_back = [r["fallback"] for r in results if r.get("reason")]
     assert fell_back == ["budget"] * (8 - len(requests))
+
+
+def _ask_from(server: ThreadedServer, address: str, *, stream: bool = False) -> dict[str, Any]:
+    """One ask over HTTP from a reader at ``address`` (a loopback address: its own client);
+    the JSON response, or a stream's ``final`` record."""
+    transport = httpx.HTTPTransport(local_address=address)
+    with httpx.Client(base_url=server.url, transport=transport, timeout=120) as client:
+        if not stream:
+            response = client.post("/v1/ask", json={"question": QUESTION})
+            assert response.status_code == 200, response.text
+            result: dict[str, Any] = response.json()
+            return result
+        headers = {"Accept": "text/event-stream"}
+        with client.stream("POST", "/v1/ask", json={"question": QUESTION}, headers=headers) as r:
+            lines = list(r.iter_lines())
+    final = lines.index("event: final")
+    result = json.loads(lines[final + 1].removeprefix("data: "))
+    return result
+
+
+def test_one_reader_cannot_spend_the_whole_cap(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    """Issue 23, finding 3. Two readers (two loopback addresses) over real HTTP; a cap of
+    20,000 tokens a day, a client's share 0.25 of it; each call bills 1,560 and reserves
+    about 7,000. Guards: the first reader's asks stop at its share, and the second still
+    gets the model's answers, buffered and streamed, counted against its own share. Before,
+    the first reader spent the cap (9 calls) and the second got ``fallback: budget``."""
+    state = tmp_path / "state.db"
+    settings = llm_settings(
+        qa_index,
+        tmp_path,
+        openai,
+        shared_state=f"file:{state}",
+        budget_tokens_per_day=20_000,
+        budget_client_share=0.25,
+    )
+    with ThreadedServer(create_app(settings)) as server:
+        first = [_ask_from(server, "127.0.0.2") for _ in range(10)]
+        second = [_ask_from(server, "127.0.0.3"), _ask_from(server, "127.0.0.3", stream=True)]
+    modes = [r["mode"] for r in first]
+    answered = modes.count("llm")
+    assert 1 <= answered < 10 and modes == ["llm"] * answered + ["extractive"] * (10 - answered)
+    assert {r["fallback"] for r in first[answered:]} == {"budget"}
+    assert [r["mode"] for r in second] == ["llm", "llm"], [r.get("reason") for r in second]
+    with sqlite3.connect(state) as db:
+        rows = db.execute("SELECT pk, value FROM counters WHERE name = 'tokens'").fetchall()
+    counted = {key.split("#")[1] if "client" in key else "all": value for key, value in rows}
+    assert counted["127.0.0.2"] == answered * sum(USAGE)
+    assert counted["127.0.0.2"] - sum(USAGE) < 5_000, "past its share by one call at most"
+    assert counted["127.0.0.3"] == 2 * sum(USAGE), "the streamed ask counted for its reader"
+    assert counted["all"] == (answered + 2) * sum(USAGE) == len(openai.requests) * sum(USAGE)
 
 
 def test_an_abandoned_stream_counts_what_was_sent_and_streamed(

@@ -23,6 +23,15 @@ through :class:`BudgetedClient`:
    abandoned gets no report: it counts the prompt it sent and the text streamed
    so far, estimated (:func:`abandoned_usage`).
 
+3. **One client's share**: the calls made for one client (the rate limit's
+   :func:`~anchored_query.guard.ratelimit.client_key`, which the HTTP app sets in
+   :data:`current_client` for each request) are also counted in an item of that
+   client's own, whose caps are ``ANCHORED_BUDGET_CLIENT_SHARE`` of each cap. A
+   client may start a call while it has used less than its share, so one reader
+   cannot spend the whole cap for everyone, and a share smaller than one call's
+   reservation still lets each reader ask. The owner's own tools (``anchored ask``,
+   stdio MCP) have no client: no share applies.
+
 A call that does not fit raises ``LLMError("budget")`` without calling the
 model; the engine then answers extractively and says why. If the store cannot
 be reached the cap cannot be checked, and the call is refused the same way
@@ -34,7 +43,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -50,14 +60,23 @@ log = logging.getLogger("anchored.query")
 # Chat-template tokens around each message and before the reply (OpenAI counts 3-4).
 TOKENS_PER_MESSAGE = 8
 TOKENS_PER_REPLY = 8
-# A day's item is kept two days past its end (to look at), then TTL deletes it.
+# A day's item is kept two days past its end (to look at), then TTL deletes it; a client's
+# item an hour (a call settled after midnight still finds it).
 KEEP_S = 2 * 86400
+CLIENT_KEEP_S = 3600
 # An abandoned stream's estimate: a token for every three bytes of UTF-8, more than English
 # prose (about four bytes a token) and code (three to four) take, about what Chinese takes
 # (a character, three bytes, is a token or so). Never more than the reservation's bound.
 ESTIMATE_BYTES_PER_TOKEN = 3
 # Failures after which the provider has not done (or billed) the work.
 NOT_CHARGED = frozenset({"auth", "bad_request", "rate_limited"})
+# ANCHORED_BUDGET_CLIENT_SHARE's default: one client may use a tenth of each cap.
+CLIENT_SHARE = 0.1
+
+# The client whose request makes the LLM calls (guard/ratelimit.py's client_key), set by the
+# HTTP app for each request; a context variable follows the request into its worker
+# thread. "" (the default): no client, no share.
+current_client: ContextVar[str] = ContextVar("anchored_budget_client", default="")
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,7 @@ class BudgetLimits:
     usd_per_hour: float = 0.0
     price_input_per_mtok: float = 0.0
     price_output_per_mtok: float = 0.0
+    client_share: float = CLIENT_SHARE  # of each cap, for one client (1: no share)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> BudgetLimits:
@@ -81,6 +101,7 @@ class BudgetLimits:
             usd_per_hour=settings.budget_usd_per_hour,
             price_input_per_mtok=settings.llm_price_input_per_mtok,
             price_output_per_mtok=settings.llm_price_output_per_mtok,
+            client_share=settings.budget_client_share,
         )
 
     @property
@@ -106,6 +127,15 @@ class BudgetLimits:
         }
         return {name: cap for name, cap in caps.items() if cap > 0}
 
+    def client_caps(self, hour: str, amounts: Mapping[str, int]) -> dict[str, int]:
+        """The limits of one client's counters for a call adding ``amounts``: the call
+        fits while the client has used less than its share of each cap (so one call may
+        take it past its share, never two)."""
+        return {
+            name: max(1, math.ceil(cap * self.client_share)) - 1 + amounts[name]
+            for name, cap in self.caps(hour).items()
+        }
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -116,10 +146,15 @@ class Reservation:
     input_tokens: int
     output_tokens: int
     micro_usd: int
+    client_key: str = ""  # the client's own item, when its share is counted
 
 
 class BudgetExceeded(Exception):
     """The call does not fit in what is left of a window's cap."""
+
+
+class ClientShareExceeded(BudgetExceeded):
+    """The call does not fit in what is left of its client's share of a cap."""
 
 
 class Budget:
@@ -139,31 +174,50 @@ class Budget:
         self.prefix = prefix
 
     def _window(self) -> tuple[str, str, float]:
+        """The day (``YYYY-MM-DD``), the hour (``HH``) and the day's end, in UTC."""
         now = datetime.fromtimestamp(self.clock(), UTC)
         day_end = datetime(now.year, now.month, now.day, tzinfo=UTC).timestamp() + 86400
-        return f"{self.prefix}#{now:%Y-%m-%d}", f"{now:%H}", day_end
+        return f"{now:%Y-%m-%d}", f"{now:%H}", day_end
 
-    def reserve(self, input_tokens: int, output_tokens: int) -> Reservation:
-        """Hold an upper bound of one call; raises BudgetExceeded or StateUnavailable."""
-        key, hour, day_end = self._window()
+    def reserve(self, input_tokens: int, output_tokens: int, client: str = "") -> Reservation:
+        """Hold an upper bound of one call (made for ``client``, "" for none); raises
+        BudgetExceeded (ClientShareExceeded for the client's share) or StateUnavailable."""
+        day, hour, day_end = self._window()
+        key = f"{self.prefix}#{day}"
         cost = self.limits.micro_usd(input_tokens, output_tokens)
         tokens = input_tokens + output_tokens
-        added = self.counters.add(
-            key,
-            {
-                "tokens": tokens,
-                f"tokens_h{hour}": tokens,
-                "usd_micro": cost,
-                f"usd_micro_h{hour}": cost,
-            },
-            limits=self.limits.caps(hour),
-            expires_at=day_end + KEEP_S,
-        )
+        amounts = _amounts(hour, tokens, cost)
+        client_key = ""
+        if client and self.limits.client_share < 1:
+            # The client's item first: a client past its share costs the cap nothing.
+            client_key = f"{self.prefix}-client#{client}#{day}"
+            limits = self.limits.client_caps(hour, amounts)
+            kept = day_end + CLIENT_KEEP_S
+            if self.counters.add(client_key, amounts, limits=limits, expires_at=kept) is None:
+                raise ClientShareExceeded(f"{day} hour {hour}: a client's share is used")
+        try:
+            added = self.counters.add(
+                key, amounts, limits=self.limits.caps(hour), expires_at=day_end + KEEP_S
+            )
+        except StateUnavailable:
+            self._take_back(client_key, amounts, day_end)
+            raise
         if added is None:
+            self._take_back(client_key, amounts, day_end)
             raise BudgetExceeded(
                 f"{key} hour {hour}: {tokens} tokens / {cost} micro-USD do not fit"
             )
-        return Reservation(key, hour, input_tokens, output_tokens, cost)
+        return Reservation(key, hour, input_tokens, output_tokens, cost, client_key)
+
+    def _take_back(self, client_key: str, amounts: Mapping[str, int], day_end: float) -> None:
+        """Undo a client's share of a call the cap refused (if the store fails, the
+        client's count stays high: it errs on the side of spending less)."""
+        if client_key:
+            try:
+                back = {name: -amount for name, amount in amounts.items()}
+                self.counters.add(client_key, back, expires_at=day_end + CLIENT_KEEP_S)
+            except StateUnavailable as exc:
+                log.error("a client's share not given back, it stays counted (%s)", exc)
 
     def settle(self, reservation: Reservation, input_tokens: int, output_tokens: int) -> None:
         """Replace a reservation by what the call used (to the window it was made in)."""
@@ -171,18 +225,21 @@ class Budget:
         cost = self.limits.micro_usd(input_tokens, output_tokens) - reservation.micro_usd
         if not tokens and not cost:
             return
-        hour = reservation.hour
         _, _, day_end = self._window()
-        self.counters.add(
-            reservation.key,
-            {
-                "tokens": tokens,
-                f"tokens_h{hour}": tokens,
-                "usd_micro": cost,
-                f"usd_micro_h{hour}": cost,
-            },
-            expires_at=day_end + KEEP_S,
-        )
+        amounts = _amounts(reservation.hour, tokens, cost)
+        self.counters.add(reservation.key, amounts, expires_at=day_end + KEEP_S)
+        if reservation.client_key:
+            self.counters.add(reservation.client_key, amounts, expires_at=day_end + CLIENT_KEEP_S)
+
+
+def _amounts(hour: str, tokens: int, cost: int) -> dict[str, int]:
+    """The counters one call adds to, in a day item and its hour ``hour``."""
+    return {
+        "tokens": tokens,
+        f"tokens_h{hour}": tokens,
+        "usd_micro": cost,
+        f"usd_micro_h{hour}": cost,
+    }
 
 
 def input_token_bound(messages: Sequence[ChatMessage]) -> int:
@@ -346,7 +403,12 @@ class BudgetedClient:
 
     def _reserve(self, bound: int, max_tokens: int) -> Reservation:
         try:
-            return self.budget.reserve(bound, max_tokens)
+            return self.budget.reserve(bound, max_tokens, current_client.get())
+        except ClientShareExceeded as exc:
+            log.warning("LLM call refused: a client's share of the spend cap is used (%s)", exc)
+            raise LLMError(
+                "budget", "this client's share of the spend cap is used", provider=self.name
+            ) from None
         except BudgetExceeded as exc:
             log.warning("LLM call refused: the spend cap is reached (%s)", exc)
             raise LLMError("budget", "the spend cap is reached", provider=self.name) from None
@@ -391,11 +453,13 @@ def with_budget(client: LLMClient, settings: Settings) -> LLMClient:
 
     budget = Budget(shared_counters(settings.shared_state), limits)
     log.info(
-        "spend cap: %s tokens/day, %s tokens/hour, $%s/day, $%s/hour, counted in %s",
+        "spend cap: %s tokens/day, %s tokens/hour, $%s/day, $%s/hour, a client %s of each, "
+        "counted in %s",
         limits.tokens_per_day or "no cap",
         limits.tokens_per_hour or "no cap",
         limits.usd_per_day or "no cap",
         limits.usd_per_hour or "no cap",
+        f"{limits.client_share:g}" if limits.client_share < 1 else "all",
         budget.counters.name,
     )
     return BudgetedClient(client, budget)

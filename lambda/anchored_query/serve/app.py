@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
 from anchored_query.guard import logsafe
+from anchored_query.guard.budget import current_client
 from anchored_query.guard.ids import check_secret, is_issued
 from anchored_query.guard.ratelimit import RateLimiter, SharedRateLimiter, client_key
 from anchored_query.guard.shared_state import shared_counters
@@ -150,10 +151,14 @@ def create_app(
         return client_key(host, ipv6_prefix=settings.rate_limit_ipv6_prefix)
 
     async def limited(request: Request) -> None:
+        client = client_of(request)
+        # The LLM calls made for this request count against the client's share of the
+        # spend cap too (budget.py); the worker thread answering it inherits the context.
+        current_client.set(client)
         if isinstance(limiter, SharedRateLimiter):  # a store round trip: off the event loop
-            wait = await run_in_threadpool(limiter.check, client_of(request))
+            wait = await run_in_threadpool(limiter.check, client)
         else:
-            wait = limiter.check(client_of(request))
+            wait = limiter.check(client)
         if wait:
             raise QueryError(
                 429,
