@@ -290,7 +290,7 @@ def test_a_clients_share_is_its_own_count_and_given_back_when_the_cap_refuses() 
 
 
 def test_the_client_share_setting() -> None:
-    assert Settings.from_env({"ANCHORED_INDEX": "x"}).budget_client_share == 0.1
+    assert Settings.from_env({"ANCHORED_INDEX": "x"}).budget_client_share == 0.25
     env = {"ANCHORED_INDEX": "x", "ANCHORED_BUDGET_CLIENT_SHARE": "1"}
     assert BudgetLimits.from_settings(Settings.from_env(env)).client_share == 1.0
     with pytest.raises(SettingsError, match="ANCHORED_BUDGET_CLIENT_SHARE"):

@@ -102,7 +102,7 @@ class Settings:
     budget_tokens_per_hour: int = 0
     budget_usd_per_day: float = 0.0
     budget_usd_per_hour: float = 0.0
-    budget_client_share: float = 0.1  # of each cap, for one client (budget.py; 1: no share)
+    budget_client_share: float = 0.25  # of each cap, for one client (budget.py; 1: no share)
     llm_price_input_per_mtok: float = 0.0  # USD per million input tokens
     llm_price_output_per_mtok: float = 0.0
     llm_api_key_secret: str = ""  # a Secrets Manager secret or SSM parameter ARN
@@ -190,7 +190,7 @@ def _spend_and_limits(env: Mapping[str, str]) -> dict[str, Any]:
         "budget_tokens_per_hour": _int(env, "ANCHORED_BUDGET_TOKENS_PER_HOUR", 0, 0, big),
         "budget_usd_per_day": _float(env, "ANCHORED_BUDGET_USD_PER_DAY", 0.0, 0.0, 1e9),
         "budget_usd_per_hour": _float(env, "ANCHORED_BUDGET_USD_PER_HOUR", 0.0, 0.0, 1e9),
-        "budget_client_share": _float(env, "ANCHORED_BUDGET_CLIENT_SHARE", 0.1, 0.001, 1.0),
+        "budget_client_share": _float(env, "ANCHORED_BUDGET_CLIENT_SHARE", 0.25, 0.001, 1.0),
         "llm_price_input_per_mtok": _float(env, "ANCHORED_LLM_PRICE_INPUT_PER_MTOK", 0.0, 0.0, 1e6),
         "llm_price_output_per_mtok": _float(
             env, "ANCHORED_LLM_PRICE_OUTPUT_PER_MTOK", 0.0, 0.0, 1e6

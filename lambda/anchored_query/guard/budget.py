@@ -70,8 +70,9 @@ CLIENT_KEEP_S = 3600
 ESTIMATE_BYTES_PER_TOKEN = 3
 # Failures after which the provider has not done (or billed) the work.
 NOT_CHARGED = frozenset({"auth", "bad_request", "rate_limited"})
-# ANCHORED_BUDGET_CLIENT_SHARE's default: one client may use a tenth of each cap.
-CLIENT_SHARE = 0.1
+# ANCHORED_BUDGET_CLIENT_SHARE's default: one client may use a quarter of each cap (it takes
+# four to spend it all; a network address many readers share keeps some answers).
+CLIENT_SHARE = 0.25
 
 # The client whose request makes the LLM calls (guard/ratelimit.py's client_key), set by the
 # HTTP app for each request; a context variable follows the request into its worker
@@ -405,7 +406,10 @@ class BudgetedClient:
         try:
             return self.budget.reserve(bound, max_tokens, current_client.get())
         except ClientShareExceeded as exc:
-            log.warning("LLM call refused: a client's share of the spend cap is used (%s)", exc)
+            # Not "LLM call refused": template.yaml's alarm on the whole cap counts those.
+            log.warning(
+                "a client's LLM call not made: its share of the spend cap is used (%s)", exc
+            )
             raise LLMError(
                 "budget", "this client's share of the spend cap is used", provider=self.name
             ) from None
