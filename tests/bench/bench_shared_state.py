@@ -7,7 +7,8 @@ Per operation, one at a time, in process, against moto's DynamoDB server on
 
 - one conditional ``add`` (what a rate-limit check or a budget reserve costs);
 - a rate-limit check through :class:`SharedRateLimiter` (allowed path);
-- a budget reserve + settle pair (what one LLM call adds);
+- a budget reserve + settle pair (what one LLM call adds), without a client (``anchored
+  ask``) and for one (an HTTP request: its share is counted too, two more store calls);
 - with ``--index``: ``POST /v1/search`` and ``/v1/ask`` (extractive) through the
   ASGI app, rate limit in memory vs in DynamoDB.
 
@@ -102,6 +103,11 @@ def main() -> None:
             b.settle(b.reserve(50_000, 1024), 13_000, 300)
 
         row["budget_reserve_settle"] = timed(llm_call, args.n)
+
+        def client_call(i: int, b: Budget = budget) -> None:  # an HTTP request's: its share too
+            b.settle(b.reserve(50_000, 1024, f"203.0.113.{i % 50}"), 13_000, 300)
+
+        row["budget_reserve_settle_client"] = timed(client_call, args.n)
         results[name] = row
 
     if args.index:
