@@ -49,7 +49,10 @@ class AnswerSentence:
 
     text: str
     citations: list[int] = field(default_factory=list)
+    # False: shown, but no check could confirm it (citations/verify.py); a "note" says
+    # what the documentation does not cover (it needs no citation).
     supported: bool = True
+    kind: Literal["answer", "note"] = "answer"
 
 
 @dataclass(frozen=True)

@@ -216,24 +216,43 @@ def answer_llm(
     context = tuple(sorted(by_n))
     checker = checkers.get(context) if checkers is not None else None
     if checker is None:
-        checker = make_checker(loaded, by_n)
+        asked = " ".join(
+            [*(t.content for t in request.history if t.role == "user"), request.question]
+        )
+        checker = make_checker(loaded, by_n, asked)
         if checkers is not None:
             checkers[context] = checker
     verified = verify(shown, by_n, checker=checker)
     answer, citations = renumber(verified, by_n)
     abstained = verified.abstained
-    if abstained:
-        answer, citations = [], covered(passages[:5])
+    if abstained and not citations:
+        # Nothing asked is answered: what the model said the docs do not cover stays
+        # (with the closest passage it named, when it named one), or the closest sections.
+        citations = covered(passages[:5])
+    echoed = len(sentences) - len(shown)
+    decisions = [
+        {"index": d.index, "check": d.check, "action": d.action} for d in verified.decisions
+    ]
+    checks: dict[str, dict[str, int]] = {}
+    for d in verified.decisions:
+        checks.setdefault(d.check, {"removed": 0, "unverified": 0})[d.action] += 1
+    if echoed:
+        checks["echoes_instructions"] = {"removed": echoed, "unverified": 0}
+    if verified.reasons or echoed:  # why, for the owner (the server's log)
+        log.info("verification: %s", " | ".join(verified.reasons) or f"{echoed} echoed")
     return {
         "answer": answer,
         "citations": citations,
         "abstained": abstained,
         "mode": "llm",
-        "removed_sentences": verified.removed + len(sentences) - len(shown),
+        "coverage": verified.coverage,
+        "removed_sentences": verified.removed + echoed,
+        "unverified_sentences": verified.unverified,
+        "verification": {"sentences": len(sentences), "checks": checks, "decisions": decisions},
     }
 
 
-def make_checker(loaded: Loaded, by_n: dict[int, Passage]) -> Checker:
+def make_checker(loaded: Loaded, by_n: dict[int, Passage], asked: str = "") -> Checker:
     """The support checks of a context: semantic support by the index's own embedder
     (none for an uncalibrated model), and words the site never uses, specific in the
     language at large ("NTLM" on a site that never names it), which no passage can
@@ -246,7 +265,7 @@ def make_checker(loaded: Loaded, by_n: dict[int, Passage]) -> Checker:
     def foreign(text: str) -> list[str]:
         return foreign_terms(text, index.bm25.vocab, prior)
 
-    return Checker(by_n, support, foreign)
+    return Checker(by_n, support, foreign, asked)
 
 
 def passage_tokens(text: str) -> int:

@@ -31,6 +31,7 @@ def finish(prepared: Prepared, result: dict[str, Any], answer_id_secret: str) ->
     attach_spans(result, prepared.passages, loaded.index, similarity)
     languages.annotate(result, prepared.language, loaded.retriever)
     timings["total"] = ms(time.perf_counter() - prepared.started)
+    result.setdefault("coverage", coverage_of(result))
     result.update(
         id=new_answer_id(answer_id_secret),
         passages_considered=len(prepared.passages),
@@ -40,6 +41,17 @@ def finish(prepared: Prepared, result: dict[str, Any], answer_id_secret: str) ->
     if prepared.loaded.version is not None:
         result["version"] = prepared.loaded.version
     return result
+
+
+def coverage_of(result: dict[str, Any]) -> str:
+    """What of the question an answer covers: ``none`` (an abstention), ``partial`` (a
+    quote that is only the closest passage, or an answer that says what is missing),
+    ``full``. The LLM answer step sets its own (citations/verify.py)."""
+    if result.get("abstained"):
+        return "none"
+    if result.get("tentative") or any(a.get("note") for a in result.get("answer", [])):
+        return "partial"
+    return "full"
 
 
 def covered(passages: list[Passage]) -> list[CitationItem]:

@@ -193,8 +193,12 @@ class Checker:
         passages: Mapping[int, Passage],
         support: Support | None,
         foreign: Callable[[str], list[str]] | None = None,
+        asked: str = "",
     ) -> None:
         self.passages = passages
+        # The numbers the reader gave (the question, a follow-up's earlier turns): an
+        # answer applying them to the docs' option has not invented them.
+        self.asked_numbers = frozenset(c.value for c in claims(asked) if c.kind == "number")
         self.support = support
         self.foreign = foreign
         self.usable = [n for n, p in passages.items() if not p.excluded]
@@ -292,6 +296,15 @@ class Checker:
 
     def _check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
+        invented = [
+            c
+            for c in missing
+            if c.kind == "number" and not item.is_code and c.value not in self.asked_numbers
+        ]
+        if invented:
+            # A number in prose that the passages do not state and the reader did not
+            # give is a value they contradict or never gave (conclusive).
+            return f"number {', '.join(repr(c.value) for c in invented)} not in {list(group)}"
         if missing:
             return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
         alien = self.foreign(item.sentence.text) if self.foreign and not item.is_code else []
@@ -312,11 +325,18 @@ class Checker:
             return flipped
         score = self.score(item, group, strict=strict)
         if score is None:
-            # Only the facts can be checked: enough for a passage the model cited; for one
-            # found by searching the context, only when the model did cite (a passage it
-            # miscounted) and a fact few passages hold singles the passage out.
-            if item.claims and (not strict or (item.sentence.citations and self.distinctive(item))):
+            # Only the facts can be checked. A code line or block is its facts: enough for
+            # a passage the model cited; for one found by searching the context, only when
+            # the model did cite (a passage it miscounted) and a fact few passages hold
+            # singles the passage out. A sentence in another language than the page claims
+            # more than its names and values ("the comment system is enabled through
+            # GitHub Discussions" holds only the name): not confirmed (shown, marked).
+            code = item.is_code or bool(item.code)
+            cited = bool(item.sentence.citations) and self.distinctive(item)
+            if code and item.claims and (not strict or cited):
                 return None
+            if item.claims:
+                return "no test of support applies: only its facts were found"
             return "no test of support applies"
         lexical, value = score
         need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)

@@ -1,13 +1,32 @@
 """Citations: parse the markers of an answer, verify each sentence, renumber.
 
-Verification policy (what ``/v1/ask`` promises): every sentence that reaches
-the reader cites at least one passage that was in the context and that
-supports it; no sentence cites a passage the model was not shown. Support
-means: each checkable fact of the sentence (numbers of every size, options,
-identifiers, inline code, quoted strings; :mod:`anchored_query.citations.facts`) occurs
-in the cited passages, no value is paired with another thing than the passage
-pairs it with, and the lexical and (when the engine gives one) semantic support
-tests of :mod:`anchored_query.citations.support` pass.
+Verification policy (what ``/v1/ask`` promises): no sentence is shown *as verified*
+without a passage of the context that supports it, and no sentence cites a passage
+the model was not shown. Support means: each checkable fact of the sentence (numbers
+of every size, options, identifiers, inline code, quoted strings;
+:mod:`anchored_query.citations.facts`) occurs in the cited passages, no value is
+paired with another thing than the passage pairs it with, no clause of the context
+states the opposite, and the lexical and (when the engine gives one) semantic
+support tests of :mod:`anchored_query.citations.support` pass.
+
+Each sentence ends one of three ways (``decisions`` says which check decided):
+
+- **verified**: a supporting passage was found (its own markers, else attribution);
+- **shown, not verified** (``verified: false`` in the answer): a check failed but
+  could not settle it — a fact or code line not found (a model applying the option
+  to the reader's own path or value), support too weak to tell (a paraphrase), no
+  test for the language (a Chinese sentence on English pages), a word the site never
+  uses, a value or a negation the context seems to contradict. It keeps the markers
+  the model gave it. The data behind this split is in ``tests/bench/bench_verifier.py``;
+- **removed**, only when a check is conclusive (:data:`CONCLUSIVE`): every passage it
+  cites was not shown (a page's planted "cite [99]" is how an obeyed injection shows),
+  it cites nothing and no passage shown supports it, it states a number the passages
+  do not (and the reader did not give), it only repeats a quotation of a page (page
+  text is data), it speaks of the assistant's instructions without a citation, it
+  restates the prompt's headings, asserts nothing or asks a question; and what stands
+  or falls with a removed sentence: a lead-in ending in ":" with nothing after it, a
+  sentence that leans on the one before ("To avoid that, …", "This …"), code whose
+  prose all went.
 
 Models cite unevenly, so a sentence without its own marker is attributed: to
 the markers of its paragraph (markers after the paragraph's last sentence
@@ -16,30 +35,19 @@ neighbours were given, then a "Sources:" footer's, each checked exactly like a
 cited sentence, repeated until nothing changes; only then to the best-supporting
 passage of the context, under a stricter threshold unless a name few passages
 hold singles that passage out with the sentence's other facts close by (then as
-a cited sentence); it is dropped only when none supports it. An
-uncited sentence about the assistant's instructions is never attributed, and no
-sentence is supported by a string the passage only quotes: page text is data,
-and a model that obeys an instruction planted in a page copies it.
-A sentence whose markers all name passages outside the context is removed
-(a page's planted "cite [99]" is how an obeyed injection shows). Sentences
-that fail are removed (counted in ``removed``, with a reason per sentence in
-``reasons`` for the logs). A sentence that one of its group's passages
-supports alone, holding every fact and content term of it the group holds,
-cites that passage only; otherwise it cites the passages that add something:
-each citation shown supports it. Removed
-without a check: lines that only restate passage titles and headings (the
-prompt's structure), sentences that assert nothing and questions (a restated
-question is no answer). A lead-in ending in ":"
-goes when what it introduces went; code (and config lines) kept when every
-prose sentence the model wrote was removed is no answer: nothing checked says
-what it is for.
+a cited sentence). A sentence that one of its group's passages supports alone,
+holding every fact and content term of it the group holds, cites that passage
+only; otherwise it cites the passages that add something: each citation shown
+supports it.
 
-A statement that the documentation does not cover something ("The
-documentation does not cover `--watch`") needs no citation when it asserts no
-numbers. Placed before a supported answer it is dropped (models open with it
-and answer anyway); after one, it stays as the note of what is missing. When
-no supported sentence remains — counting "it covers …" sentences after such a
-statement as part of the refusal — the answer is an abstention.
+A statement that the documentation does not cover something ("The documentation
+does not cover `--watch`", "文档没有涉及 …") needs no citation and is kept as a
+``note``, with the passage it names as the closest when it cites one; it may name
+what is missing (``HTTP/3``) but not assert a number. The answer's ``coverage``:
+``none`` when no answering sentence is shown or the answer opens with such a note
+(the prompt's form: "The documentation does not cover X. The closest it comes is Y
+[n]."), ``partial`` when a note follows an answer, else ``full``. ``none`` is an
+abstention.
 """
 
 from __future__ import annotations
@@ -47,7 +55,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from anchored_query.citations.checking import Checker, Item, attribute_all
 from anchored_query.citations.facts import Claim
@@ -59,15 +67,88 @@ from anchored_query.llm.base import UnclosedReasoning, strip_reasoning
 from anchored_query.types import AnswerSentence, Passage
 
 __all__ = [
+    "CONCLUSIVE",
     "PREVIEW_CHARS",
     "AnswerItem",
     "CitationItem",
+    "Coverage",
+    "Decision",
     "ParsedSentence",
     "VerifiedAnswer",
+    "check_of",
     "parse_answer",
     "renumber",
     "verify",
 ]
+
+Coverage = Literal["full", "partial", "none"]
+
+# The checks whose failure removes a sentence: what it cites was not shown, it cites
+# nothing and no passage shown supports it, it is no claim, or it states a number the
+# passages do not (and the reader did not give). Any other failure (a fact or code line
+# not found, support too weak to tell, another language, a word the site never uses,
+# a value or a negation the context seems to contradict) is inconclusive: the sentence
+# is shown, marked as not verified. Decided on the labelled replies of
+# tests/bench/bench_verifier.py: the polarity and value-pairing tests removed 9
+# supported sentences of the capable model's and 1 unsupported one of the 1.5B's;
+# "no passage supports an uncited sentence" removed none of the capable model's and 30
+# unsupported of the 1.5B's (site/benchmarks.md).
+CONCLUSIVE = frozenset(
+    {
+        "unknown_citation",
+        "no_passage_supports",
+        "instructions",
+        "restates_headings",
+        "asserts_nothing",
+        "question",
+        "quotes_a_quotation",
+        "lead_in",
+        "depends_on_removed",
+        "code_without_prose",
+        "number_not_found",
+    }
+)
+# (reason pattern, check): the first that matches names the check of a failure.
+_CHECKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), check)
+    for pattern, check in (
+        (r"^attributed to \[[\d, ]*\]: ", ""),  # the failure it carries decides
+        (r"^no citation \(cited", "unknown_citation"),
+        (r"assistant's instructions", "instructions"),
+        (r"^only restates passage headings", "restates_headings"),
+        (r"^asserts nothing", "asserts_nothing"),
+        (r"^asks a question", "question"),
+        (r"^values paired differently", "contradicts_value"),
+        (r"the context (?:states|denies)$", "contradicts_polarity"),
+        (r"^only repeats a quotation", "quotes_a_quotation"),
+        (r"^introduces what follows", "lead_in"),
+        (r"^depends on the sentence before", "depends_on_removed"),
+        (r"^code without a sentence", "code_without_prose"),
+        (r"^names .*which the site never mentions", "foreign_term"),
+        (r"^code line ", "code_not_found"),
+        (r"^no test of support applies", "no_test"),
+        (r"^support \d", "weak_support"),
+        (r"^no-coverage statement asserting numbers", "note_with_numbers"),
+        (r"^no citation and no passage", "no_passage_supports"),
+        (r"^number .* not in \[[\d, ]*\]$", "number_not_found"),
+        (r" not in \[[\d, ]*\]$", "fact_not_found"),
+    )
+)
+
+
+def check_of(reason: str) -> str:
+    """The name of the check a failure reason reports (:data:`CONCLUSIVE` or not)."""
+    while True:
+        for pattern, check in _CHECKS:
+            m = pattern.search(reason)
+            if m:
+                if check:
+                    return check
+                reason = reason[m.end() :]
+                break
+        else:
+            return "other"
+
 
 PREVIEW_CHARS = 600
 
@@ -93,6 +174,14 @@ _FILLER = re.compile(
 _LEAD_IN = re.compile(r"[:：]\s*$")
 # A sentence that asks: "How do I turn off SSL verification in httpx?", "如何关闭…？"
 _QUESTION = re.compile(r"[?？]\s*$")
+# A sentence that leans on the one before it: "To avoid that, …", "This means …",
+# "Also, …", "In that case …", "它 …"; it goes when that one is removed.
+_DEPENDS = re.compile(
+    r"^\W*(?:to\s+(?:avoid|fix|prevent|change|undo)\s+(?:that|this|it)\b|this\b|that\b|these\b|"
+    r"those\b|it\b|they\b|also\b|then\b|otherwise\b|in\s+(?:that|this)\s+case\b|"
+    r"for\s+(?:that|this)\b|instead\b|however\b|but\b|so\b|这|那|它|此外|另外|否则)",
+    re.IGNORECASE,
+)
 
 # "The documentation does not cover …" and its Chinese counterparts.
 _NO_COVERAGE = re.compile(
@@ -102,7 +191,8 @@ _NO_COVERAGE = re.compile(
     r"|\b(?:no|not\s+any)\s+(?:information|mention|details?|documentation)\b"
     r"|\bnot\s+(?:covered|mentioned|documented|described|addressed)\s+(?:in|by)\b"
     r"|\bI\s+(?:could\s+not|couldn['’]t|cannot|can['’]t)\s+find\b"
-    r"|(?:文档|资料|段落|来源)[^。！？\n]{0,20}?(?:没有|并未|未|不)(?:提到|提及|涉及|说明|介绍|包含|覆盖|描述|讲)"
+    r"|(?:文档|资料|段落|来源)[^。！？\n]{0,20}?(?:没有|并未|未|不)"
+    r"(?:提到|提及|涉及|说明|介绍|包含|覆盖|涵盖|描述|讲|解释|讨论|记载|写)"
     r"|(?:没有|未能|未)找到",
     re.IGNORECASE,
 )
@@ -130,10 +220,14 @@ _ADDRESSES_ASSISTANT = re.compile(
 
 
 class AnswerItem(TypedDict):
-    """One sentence of the ``answer`` array of ``/v1/ask``."""
+    """One sentence of the ``answer`` array of ``/v1/ask``: ``verified`` false when no
+    check could confirm it (shown, marked); ``note`` true for a statement of what the
+    documentation does not cover. Both absent for a verified sentence."""
 
     text: str
     citations: list[int]
+    verified: NotRequired[bool]
+    note: NotRequired[bool]
 
 
 class CitationItem(TypedDict):
@@ -160,6 +254,19 @@ class ParsedSentence(AnswerSentence):
 
 
 @dataclass(frozen=True)
+class Decision:
+    """What verification did to one sentence it did not show as verified: ``index``
+    (1-based, in the reply), its ``text``, the ``check`` that decided (see
+    :func:`check_of`), the ``detail`` and the ``action``: ``removed`` or ``unverified``."""
+
+    index: int
+    text: str
+    check: str
+    detail: str
+    action: Literal["removed", "unverified"]
+
+
+@dataclass(frozen=True)
 class VerifiedAnswer:
     """The sentences that survived verification.
 
@@ -177,6 +284,9 @@ class VerifiedAnswer:
     abstained: bool = False
     invalid_citations: list[int] = field(default_factory=list)
     attributed: int = 0
+    unverified: int = 0  # sentences shown, marked as not verified
+    coverage: Coverage = "full"
+    decisions: list[Decision] = field(default_factory=list)
 
 
 def parse_answer(text: str, *, known: Collection[int] | None = None) -> list[AnswerSentence]:
@@ -210,7 +320,7 @@ def parse_answer(text: str, *, known: Collection[int] | None = None) -> list[Ans
         footer = next((tuple(f.numbers) for f in footers if f.line > line), ())
         if raw.startswith(("```", "~~~")):
             inherited = out[-1].citations if out else []
-            out.append(ParsedSentence(raw, list(inherited), True, paragraph, footer))
+            out.append(ParsedSentence(raw, list(inherited), paragraph=paragraph, footer=footer))
             continue
         body, ids = _take_markers(raw)
         next_is_code = k + 1 < len(spans) and spans[k + 1].text.startswith(("```", "~~~"))
@@ -219,14 +329,17 @@ def parse_answer(text: str, *, known: Collection[int] | None = None) -> list[Ans
             if out:
                 last = out[-1]
                 out[-1] = ParsedSentence(
-                    last.text, _merge(last.citations, ids), True, last.paragraph, last.footer
+                    last.text,
+                    _merge(last.citations, ids),
+                    paragraph=last.paragraph,
+                    footer=last.footer,
                 )
             else:
                 pending = _merge(pending, ids)
             continue
         if _FORMATTING_LINE.match(body) and not ids:
             continue
-        out.append(ParsedSentence(body, _merge(pending, ids), True, paragraph, footer))
+        out.append(ParsedSentence(body, _merge(pending, ids), paragraph=paragraph, footer=footer))
         pending = []
     return list(out)
 
@@ -285,14 +398,16 @@ def verify(
     decided: dict[int, list[int]] = {}
     reasons: dict[int, str] = {}
     miscited: dict[int, str] = {}  # own markers that failed the check: why
-    disclaimers: set[int] = set()
+    notes: set[int] = set()  # what the documentation does not cover: shown, as a note
     attributed: set[int] = set()
     for item in items:
         i, text = item.index, item.sentence.text
-        if item.no_coverage and not item.own:
+        if item.no_coverage:
             if _may_stand_uncited(text, item.claims):
-                disclaimers.add(i)
-                decided[i] = []
+                # "The documentation does not cover X; the closest is Y [n]": a note,
+                # with the passage it points to when it names one.
+                notes.add(i)
+                decided[i] = list(item.own)
             else:
                 reasons[i] = "no-coverage statement asserting numbers"
             continue
@@ -319,34 +434,57 @@ def verify(
         i = item.index
         if i in decided or i in reasons:
             continue
-        if _ADDRESSES_ASSISTANT.search(item.sentence.text):
+        if not item.own and _ADDRESSES_ASSISTANT.search(item.sentence.text):
             reasons[i] = "no citation, and it speaks of the assistant's instructions"
             continue
         open_items.append(item)
     failures = attribute_all(open_items, items, checker, decided)
     attributed.update(o.index for o in open_items if o.index in decided)
     for i, failure in failures.items():
-        reasons[i] = miscited.get(i, failure)
+        # A sentence that cites a passage shown keeps the verdict on what it cites; one
+        # that cites nothing, and that no passage supports, is not grounded (conclusive).
+        reasons[i] = miscited.get(i) or f"no citation and no passage supports it ({failure})"
+
+    # Only a conclusive check removes a sentence; one no check could confirm is shown,
+    # marked as not verified, with the passages it cites itself.
+    unverified: dict[int, list[int]] = {}
+    unverified_why: dict[int, str] = {}
+    for i, reason in list(reasons.items()):
+        if check_of(reason) not in CONCLUSIVE:
+            unverified[i] = list(items[i].own)
+            unverified_why[i] = reason
+            del reasons[i]
+
+    def shown(i: int) -> bool:
+        return i in decided or i in unverified
 
     # A lead-in ("add the following lines:") stands or falls with what it introduces.
     for item in items:
         i = item.index
-        if i in decided and not item.is_code and _LEAD_IN.search(item.sentence.text):
-            following = i + 1 < len(items) and (i + 1) in decided
-            if not following:
-                del decided[i]
-                attributed.discard(i)
-                reasons[i] = "introduces what follows, and nothing supported follows"
+        lead_in = not item.is_code and _LEAD_IN.search(item.sentence.text) is not None
+        if shown(i) and lead_in and not shown(i + 1):
+            decided.pop(i, None)
+            unverified.pop(i, None)
+            attributed.discard(i)
+            reasons[i] = "introduces what follows, and nothing shown follows"
+    # A sentence that leans on the one before it ("To avoid that, …", "This …") goes
+    # with it: a caveat without its fix misleads.
+    for item in items:
+        i = item.index
+        if i - 1 in reasons and shown(i) and i not in notes and _DEPENDS.search(item.sentence.text):
+            decided.pop(i, None)
+            unverified.pop(i, None)
+            attributed.discard(i)
+            reasons[i] = "depends on the sentence before it, which was removed"
 
-    first_disclaimer = min(disclaimers, default=None)
+    first_note = min(notes, default=None)
     substantive = [
         i
-        for i, cites in decided.items()
-        if cites
-        and i not in disclaimers
+        for i in sorted({*decided, *unverified})
+        if i not in notes
         and not (
-            first_disclaimer is not None
-            and i > first_disclaimer
+            first_note is not None
+            and i > first_note
             and _META_COVERAGE.search(items[i].sentence.text)
         )
     ]
@@ -356,26 +494,50 @@ def verify(
     prose = [o.index for o in items if not (o.is_code or o.code or o.no_coverage)]
     if substantive and prose and all(items[i].is_code or items[i].code for i in substantive):
         for i in substantive:
-            del decided[i]
-            reasons[i] = "code without a supported sentence that says what it is for"
+            decided.pop(i, None)
+            unverified.pop(i, None)
+            reasons[i] = "code without a sentence that says what it is for"
         substantive = []
-    abstained = not substantive
-    if not abstained:
-        for i in sorted(disclaimers):
-            if i < min(substantive) and not decided[i]:
-                del decided[i]
-                reasons[i] = "disclaimer before a supported answer"
-    kept = [AnswerSentence(items[i].sentence.text, decided[i], True) for i in sorted(decided)]
+    verified_answer = [i for i in substantive if i in decided]
+    abstained = not verified_answer and not any(i in unverified for i in substantive)
+    kept = [
+        AnswerSentence(
+            items[i].sentence.text,
+            decided[i] if i in decided else unverified[i],
+            i not in unverified,
+            "note" if i in notes else "answer",
+        )
+        for i in sorted({*decided, *unverified})
+    ]
+    decisions = [
+        Decision(i + 1, items[i].sentence.text, check_of(r), r, "removed")
+        for i, r in sorted(reasons.items())
+    ]
+    decisions += [
+        Decision(i + 1, items[i].sentence.text, check_of(r), r, "unverified")
+        for i, r in sorted(unverified_why.items())
+        if i in unverified
+    ]
+    # An answer that opens with what the docs do not cover, then says what comes
+    # closest (the form the prompt asks for), covers nothing asked; a note after an
+    # answer says what part it misses.
+    opens_with_note = bool(kept) and kept[0].kind == "note"
+    if opens_with_note:
+        abstained = True
+    coverage: Coverage = "none" if abstained else ("partial" if notes else "full")
     return VerifiedAnswer(
         sentences=kept,
-        removed=len(sentences) - len(kept),
+        removed=len(reasons),
         reasons=[
-            f"sentence {i + 1}: {r}: {_short(items[i].sentence.text)}"
-            for i, r in sorted(reasons.items())
+            f"sentence {d.index}: {d.action}: {d.check}: {d.detail}: {_short(d.text)}"
+            for d in sorted(decisions, key=lambda d: d.index)
         ],
         abstained=abstained,
         invalid_citations=invalid,
         attributed=len(attributed & set(decided)),
+        unverified=len(unverified),
+        coverage=coverage,
+        decisions=decisions,
     )
 
 
@@ -394,13 +556,17 @@ def renumber(
         for n in sentence.citations:
             if n in passages and n not in numbers:
                 numbers[n] = len(numbers) + 1
-    answer: list[AnswerItem] = [
-        {
+    answer: list[AnswerItem] = []
+    for s in verified.sentences:
+        item: AnswerItem = {
             "text": s.text,
             "citations": sorted({numbers[n] for n in s.citations if n in numbers}),
         }
-        for s in verified.sentences
-    ]
+        if s.kind == "note":
+            item["note"] = True
+        elif not s.supported:
+            item["verified"] = False
+        answer.append(item)
     citations: list[CitationItem] = []
     for old, new in numbers.items():
         p = passages[old]
@@ -488,8 +654,25 @@ def _merge(first: list[int], second: list[int]) -> list[int]:
 
 
 def _may_stand_uncited(text: str, claims: list[Claim]) -> bool:
-    """A no-coverage statement may name what is missing but not assert numbers."""
-    return len(text) <= 200 and all(c.kind != "number" for c in claims)
+    """A no-coverage statement may name what is missing (``HTTP/3``, ``PKCS#12``: a
+    number that is part of a name) but not assert numbers ("… but the default is 30")."""
+    prose = outside_code(text)
+    return len(text) <= 200 and all(
+        c.kind != "number" or not _BARE_NUMBER.search(_number_context(prose, c.value))
+        for c in claims
+    )
+
+
+# A number standing alone ("30 seconds", "port 8000"), not glued to a name ("HTTP/3").
+_BARE_NUMBER = re.compile(r"(?:^|[\s(（,，:：])\d[\d.,]*(?=$|[\s)）,，.。;；:：%])")
+
+
+def _number_context(text: str, value: str) -> str:
+    """``value`` with the characters around it in ``text`` (the whole text when absent)."""
+    at = text.find(value)
+    if at < 0:
+        return text
+    return text[max(0, at - 1) : at + len(value) + 1]
 
 
 def _preview(text: str) -> str:

@@ -1,0 +1,275 @@
+"""Verification as a classifier over labelled sentences (issue 27).
+
+    python tests/bench/bench_verifier.py [--data tests/bench/data/capable]
+
+Two sets of recorded replies, every sentence labelled by a separate, blind annotator
+(``judge-support.md``): the capable model's replies to the development questions of
+the four real sites (``cases.jsonl``, ``replies/``, ``labels/labels-[123].jsonl``),
+and the local 1.5B model's recorded replies (``tests/fixtures/llm-replies``,
+``labels/labels-weak.jsonl``). Each reply goes through the real LLM answer step
+(``answer_llm``: parsing, the echo filter, verification, renumbering) with the
+passages the model was shown, on the site's real index (``realdocs.py`` builds them).
+
+A sentence is *shown* when the answer holds it (verified, marked as not verified, or
+as a note of what the docs do not cover) and *shown as verified* when it holds it
+without the mark. Printed per set: supported sentences shown and shown as verified,
+unsupported (and partial) sentences shown as verified, questions whose key answer
+sentence is not shown, "not covered" hedges shown and the answer's ``coverage``, and
+the unanswerable questions counted as refusals. Run it on an older tree (its
+``lambda/`` first on ``PYTHONPATH``) for today's figures beside the new ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import realdocs  # noqa: E402
+
+DATA = HERE / "data" / "capable"
+WEAK = HERE.parent / "fixtures" / "llm-replies"
+SITE_OF_PREFIX = {"a": "anchored", "anchored": "anchored"}
+
+
+def modules() -> tuple[Any, Any, Any]:
+    try:
+        from anchored_query.answer import llm_answer
+        from anchored_query.citations.verify import parse_answer
+        from anchored_query.question.validation import AskRequest
+    except ImportError:  # a tree before the stage packages
+        from anchored_query import llm_answer  # type: ignore[no-redef]
+        from anchored_query.citations import parse_answer  # type: ignore[no-redef]
+        from anchored_query.validation import AskRequest  # type: ignore[no-redef]
+    return llm_answer, AskRequest, parse_answer
+
+
+class Recorded:
+    """A client whose reply is the recorded one (what the model answered)."""
+
+    name = "recorded"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def complete(self, messages: Any, **_: Any) -> Any:
+        from anchored_query.llm import Completion
+
+        return Completion(self.text, None, None, "stop")
+
+
+def engines() -> dict[str, Any]:
+    from anchored_query.engine import Engine
+    from anchored_query.settings import Settings
+
+    out = {}
+    for site in realdocs.SITES:
+        root = realdocs.build(site, realdocs.DEFAULT_OUT, stale_ok=True)
+        out[site] = Engine(Settings(index=str(root / "index"), refresh_s=3600))
+    return out
+
+
+def passages_of(rows: list[dict[str, Any]]) -> list[Any]:
+    from anchored_query.types import Passage
+
+    names = {f.name for f in fields(Passage)}
+    return [Passage(**{k: v for k, v in r.items() if k in names}) for r in rows]
+
+
+def answer(engine: Any, question: str, history: list[Any], passages: list[Any], reply: str) -> Any:
+    from anchored_query.llm.calls import Deadline
+    from anchored_query.types import Turn
+
+    llm_answer, ask_request, _ = modules()
+    request = ask_request(
+        question=question, history=tuple(Turn(t["role"], t["content"]) for t in history)
+    )
+    loaded = engine.current()
+    return llm_answer.answer_llm(
+        Recorded(reply), engine.settings, request, passages, loaded, Deadline(60)
+    )
+
+
+def load_labels(paths: list[Path]) -> dict[str, dict[int, dict[str, Any]]]:
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                out.setdefault(row["key"], {})[int(row["i"])] = row
+    return out
+
+
+def cases(data: Path) -> list[dict[str, Any]]:
+    """Every labelled reply: key, site, question, history, answerable, passages, reply."""
+    rows = {}
+    for site in realdocs.SITES:
+        for row in realdocs.load_set(realdocs.DATA / f"{site}.jsonl"):
+            rows[row["qid"]] = row
+    out = []
+    for line in (data / "cases.jsonl").read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        reply = data / "replies" / f"{case['key']}.txt"
+        if not reply.exists():
+            continue
+        row = rows[case["qid"]]
+        out.append(
+            {
+                "set": "capable",
+                "key": case["key"],
+                "site": case["site"],
+                "question": row["question"],
+                "history": row.get("history") or [],
+                "answerable": row["answerable"],
+                "style": row["style"],
+                "passages": case["passages"],
+                "reply": reply.read_text(encoding="utf-8"),
+            }
+        )
+    for path in sorted(WEAK.glob("*.json")):
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        row = rec["question"] if isinstance(rec["question"], dict) else {}
+        qid = str(row.get("qid", path.stem))
+        prefix = qid.rsplit("-", 1)[0] if "-" in qid else qid.rstrip("0123456789")
+        site = SITE_OF_PREFIX.get(prefix, prefix)
+        if site not in realdocs.SITES:
+            continue
+        out.append(
+            {
+                "set": "1.5B",
+                "key": f"weak-{path.stem}",
+                "site": site,
+                "question": row.get("question", ""),
+                "history": row.get("history") or [],
+                "answerable": row.get("answerable", True),
+                "style": row.get("style", ""),
+                "passages": rec["passages"],
+                "reply": rec["reply"],
+            }
+        )
+    return out
+
+
+def score(
+    results: list[tuple[dict[str, Any], Any, dict[int, dict[str, Any]]]],
+    detail: list[str] | None = None,
+) -> dict[str, Any]:
+    _, _, parse_answer = modules()
+    c: Counter[str] = Counter()
+    for case, result, labels in results:
+        shown: dict[str, list[dict[str, Any]]] = {}
+        for item in result.get("answer", []):
+            shown.setdefault(item["text"], []).append(item)
+        sentences = parse_answer(case["reply"])
+        key_lost = False
+        hedged = False
+        for i, s in enumerate(sentences):
+            label = labels.get(i)
+            if label is None:
+                continue
+            items = shown.get(s.text) or []
+            item = items.pop(0) if items else None
+            is_shown = item is not None
+            verified = is_shown and item.get("verified", True) and not item.get("note")
+            kind = label["label"]
+            if detail is not None:
+                status = "verified" if verified else ("unverified" if is_shown else "removed")
+                if item is not None and item.get("note"):
+                    status = "note"
+                decisions = (result.get("verification") or {}).get("decisions", [])
+                check = next((d["check"] for d in decisions if d["index"] == i + 1), "")
+                detail.append(
+                    f"{case['key']}\t{i}\t{kind}\t{status}\t{check}\t"
+                    f"{grounding(case, s)}\t{s.text[:70]!r}"
+                )
+            c[f"{kind}"] += 1
+            c[f"{kind}_shown"] += is_shown
+            c[f"{kind}_verified"] += bool(verified)
+            if label.get("key_answer") and kind in ("supported", "partial") and not is_shown:
+                key_lost = True
+            if kind == "meta":
+                hedged = True
+        c["questions"] += 1
+        c["key_lost"] += key_lost
+        coverage = result.get("coverage", "none" if result.get("abstained") else "full")
+        if hedged:
+            c["hedged_questions"] += 1
+            c["hedged_coverage_set"] += coverage in ("partial", "none")
+        if not case["answerable"]:
+            c["unanswerable"] += 1
+            c["unanswerable_refused"] += coverage == "none" or bool(result.get("abstained"))
+    return dict(c)
+
+
+def grounding(case: dict[str, Any], sentence: Any) -> str:
+    """Lexical support of a sentence by its cited passages and by the best passage shown
+    (for reading the detail; the new tree's checks)."""
+    try:
+        from anchored_query.citations.checking import Checker, Item
+    except ImportError:
+        return ""
+    passages = {p.n: p for p in passages_of(case["passages"])}
+    checker = Checker(passages, None)
+    item = Item.of(0, sentence, checker.usable, paragraph=0, footer=(), no_coverage=False)
+    own = [n for n in item.own if n in passages]
+    cited = checker.lexical(item, own) if own else None
+    best = max((checker.lexical(item, [n]) or 0.0 for n in checker.usable), default=0.0)
+    return f"{cited if cited is None else round(cited, 2)}/{best:.2f}"
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.1f}% ({a}/{b})" if b else "–"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data", default=str(DATA))
+    p.add_argument("--detail", default="", help="write each sentence's label and fate here")
+    args = p.parse_args()
+    detail: list[str] = []
+    data = Path(args.data)
+    labels = load_labels(sorted((data / "labels").glob("labels-*.jsonl")))
+    built = engines()
+    by_set: dict[str, list[Any]] = {}
+    for case in cases(data):
+        if case["key"] not in labels:
+            continue
+        result = answer(
+            built[case["site"]],
+            case["question"],
+            case["history"],
+            passages_of(case["passages"]),
+            case["reply"],
+        )
+        by_set.setdefault(case["set"], []).append((case, result, labels[case["key"]]))
+    print(
+        "\n| set | supported shown | supported shown as verified | unsupported shown as "
+        "verified | partial shown as verified | key answer lost | hedges shown "
+        "| hedged answers' coverage set | unanswerable refused |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, results in by_set.items():
+        s = score(results, detail)
+        print(
+            f"| {name} | {pct(s.get('supported_shown', 0), s.get('supported', 0))} "
+            f"| {pct(s.get('supported_verified', 0), s.get('supported', 0))} "
+            f"| {pct(s.get('unsupported_verified', 0), s.get('unsupported', 0))} "
+            f"| {pct(s.get('partial_verified', 0), s.get('partial', 0))} "
+            f"| {pct(s.get('key_lost', 0), s.get('questions', 0))} "
+            f"| {pct(s.get('meta_shown', 0), s.get('meta', 0))} "
+            f"| {pct(s.get('hedged_coverage_set', 0), s.get('hedged_questions', 0))} "
+            f"| {pct(s.get('unanswerable_refused', 0), s.get('unanswerable', 0))} |"
+        )
+    if args.detail:
+        Path(args.detail).write_text("\n".join(detail) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
