@@ -23,7 +23,8 @@ from build_index.types import PageInput
 _ITEM = re.compile(r"^- \[(?P<title>[^\]]+)\]\((?P<url>[^)\s]+)\)(?::\s*(?P<notes>.*))?$")
 _PREFIX = r"(?:> | |: |- |\d+\. )*"
 _FENCE = re.compile(rf"^(?P<prefix>{_PREFIX})(?P<fence>`{{3,}})(?P<lang>[^`\s]*)\s*$")
-_TABLE_RULE = re.compile(rf"^(?P<prefix>{_PREFIX})\|(?: --- \|)+$")
+# A table's delimiter row, as any GFM writer pads it: "| --- |", "|:---|", "| ----- |".
+_TABLE_RULE = re.compile(rf"^(?P<prefix>{_PREFIX})\|(?: *:?-+:? *\|)+ *$")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _AUTOLINK = re.compile(r"<((?:https?://|/)[^>\s]+)>")
 _CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
@@ -93,15 +94,16 @@ def code_blocks(markdown: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def without_code(markdown: str) -> str:
-    """The Markdown with fenced code and code spans removed (links there are not links)."""
+def without_code(markdown: str, *, spans: bool = True) -> str:
+    """The Markdown with fenced code and code spans removed (links there are not links);
+    ``spans=False`` keeps the code spans."""
     out: list[str] = []
     lines = markdown.split("\n")
     i = 0
     while i < len(lines):
         match = _FENCE.match(lines[i])
         if match is None:
-            out.append(_CODE_SPAN.sub("", lines[i]))
+            out.append(_CODE_SPAN.sub("", lines[i]) if spans else lines[i])
             i += 1
             continue
         close = _continuation(match["prefix"]) + match["fence"]
@@ -113,9 +115,10 @@ def without_code(markdown: str) -> str:
 
 
 def table_rows(markdown: str) -> list[int]:
-    """The number of body rows of every Markdown table, in order."""
+    """The number of body rows of every Markdown table, in order (not those shown as
+    code, inside a fence)."""
     found: list[int] = []
-    lines = markdown.split("\n")
+    lines = without_code(markdown, spans=False).split("\n")
     for i, line in enumerate(lines):
         match = _TABLE_RULE.match(line)
         if match is None or i == 0:

@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "build": ("bench_build.py", []),
     "cold-start": ("bench_cold_start.py", []),
     "fuzz": ("fuzz.py", []),
+    "llmstxt": ("bench_llmstxt.py", []),  # needs pip install mkdocs-llmstxt
     "load": ("load.py", []),
     # heavy: run only when named (--only build scale prints the whole CI-scale table)
     "scale": ("bench_scale.py", ["--raw-sample", "500"]),
