@@ -370,7 +370,8 @@ def page_description(html: str, site_description: str) -> str:
     """A built page's ``<meta name="description">`` when it is its own (not the site's)."""
     found = _META_DESCRIPTION.search(html, 0, 64 * 1024)
     text = _one_line(html_lib.unescape(found.group(1))) if found else ""
-    return "" if text == _one_line(site_description) else text
+    # "None": what the Read the Docs theme writes for a site without a description
+    return "" if text in (_one_line(site_description), "None") else text
 
 
 def _write_if_changed(path: Path, text: str) -> bool:

@@ -64,6 +64,8 @@ def read_site_info(root: Path, pages: Collection[str]) -> SiteInfo:
     if canonical and urlsplit(canonical.group(1)).scheme in ("http", "https"):
         site_url = html_lib.unescape(canonical.group(1))
     text = normalise(html_lib.unescape(description.group(1))) if description else ""
+    if text == "None":  # the Read the Docs theme's way of saying there is none
+        text = ""
     return SiteInfo(text, site_url, tuple(_nav(home, set(pages))))
 
 
@@ -96,6 +98,8 @@ class _Reader:
 
     def page_of(self, href: str | None) -> str | None:
         """The page URL a nav link (relative to the home page) points to, if any."""
+        if href == "#":
+            return ""  # the Read the Docs theme's link to the page the nav is on: home
         if href is None or href.startswith("#"):
             return None
         parts = urlsplit(href)

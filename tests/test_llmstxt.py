@@ -19,6 +19,7 @@ with its rows, page by page against the HTML; a second run rewrites nothing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -230,3 +231,31 @@ def test_anchored_llms_command_and_its_flags(qa_project: Path, tmp_path: Path) -
     assert main(["llms", str(site), "--site-url", base, "--no-twins"]) == 0
     parsed = parse_llms_txt((site / "llms.txt").read_text("utf-8"))
     assert all(url.startswith(base) for _, items in parsed.sections for _, url, _ in items)
+
+
+@pytest.mark.parametrize("theme", ["mkdocs", "readthedocs"])
+def test_the_nav_of_other_themes_gives_the_same_llms_txt(
+    qa_project: Path, tmp_path: Path, theme: str
+) -> None:
+    """The nav is read from the built home page: MkDocs' and Read the Docs' themes give
+    the llms.txt the plugin wrote from MkDocs' own nav (Material)."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "tests" / "fixtures" / "qa-site", project)
+    yml = project / "mkdocs.yml"
+    text = yml.read_text("utf-8")
+    text = re.sub(r"theme:\n(?:  .*\n)+", f"theme:\n  name: {theme}\n", text)
+    text = re.sub(r"  - anchored:\n(?:      .*\n)+", "", text)
+    yml.write_text(text, "utf-8")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "-q"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    write_llms_for_site(project / "site", LlmsOptions(llms_full_txt=False))
+    ours = (project / "site" / "llms.txt").read_text("utf-8")
+    assert ours == (qa_project / "site" / "llms.txt").read_text("utf-8")
