@@ -11,7 +11,7 @@ import { copyText } from './clipboard.js';
 import { el, icon } from './dom.js';
 import { languageNote } from './languages.js';
 import { answerBlocks, toMarkdown } from './markdown.js';
-import { answerText, citationPath, groupByPage } from './text.js';
+import { citationPath, groupByPage } from './text.js';
 
 const REASONS = [
   ['incorrect', 'Wrong or misleading'],
@@ -176,9 +176,19 @@ function chips(ctx, r, item) {
   });
 }
 
+// A sentence no check could confirm (API `verified: false`) is shown, marked; a note says
+// what the docs do not cover (API `note`).
+const UNVERIFIED = 'Not verified: no check could confirm this sentence against the pages it cites';
+
+function unverifiedMark() {
+  return el('span', { class: 'anchored-unverified__mark', title: UNVERIFIED, text: 'not verified' });
+}
+
 function sentence(ctx, r, { item, nodes }) {
   const cs = chips(ctx, r, item);
-  return [el('span', { class: 'anchored-sentence' }, inline(ctx, nodes)), cs.length ? ' ' : null, cs, ' '];
+  const unverified = item.verified === false;
+  const cls = 'anchored-sentence' + (unverified ? ' anchored-unverified' : '') + (item.note ? ' anchored-note' : '');
+  return [el('span', { class: cls }, inline(ctx, nodes)), unverified ? ' ' : null, unverified ? unverifiedMark() : null, cs.length ? ' ' : null, cs, ' '];
 }
 
 // The theme's own highlighter when it has one on the page (the mkdocs theme's highlight.js,
@@ -205,6 +215,7 @@ function codeBlock(ctx, r, b) {
       'div',
       { class: 'anchored-code__bar' },
       el('span', { class: 'anchored-code__lang', text: b.lang || 'code' }),
+      b.item && b.item.verified === false ? unverifiedMark() : null,
       cs.length ? el('span', { class: 'anchored-code__cites' }, cs) : null,
       copyButton(ctx, 'Copy code', () => b.code, 'Copy', 'anchored-code__copy'),
     ),
@@ -234,7 +245,7 @@ function answerBody(ctx, r) {
 function renderReply(ctx, turn) {
   const r = turn.reply;
   const out = [];
-  if (r.mode === 'extractive') {
+  if (r.mode === 'extractive' && !r.abstained) {
     // A tentative quote: the evidence falls short of a sure answer (API `tentative`).
     const closest = r.tentative && !r.abstained;
     const title = closest ? 'The docs may not answer this exactly: this is the passage closest to your question, word for word' : 'Sentences taken word for word from the pages below';
@@ -243,13 +254,15 @@ function renderReply(ctx, turn) {
   const langNote = languageNote(r); // the answer comes from pages in another language
   if (langNote) out.push(langNote);
   if (r.abstained) {
-    const said = answerText(r.answer);
+    // What the model said the docs do not cover, and the closest they come (API
+    // `coverage: none`), drawn with its chips; else the generic line.
+    const said = r.answer.length ? answerBody(ctx, r) : null;
     out.push(
       el(
         'div',
         { class: 'anchored-abstain' },
         el('p', { class: 'anchored-abstain__title', text: 'The docs don’t seem to cover this.' }),
-        said ? el('p', { text: said }) : null,
+        said,
       ),
     );
     if (r.citations.length) out.push(sources(ctx, r, 'What the docs do cover'));
@@ -370,7 +383,8 @@ export function liveView(ctx) {
           }
           cites.push(shown.get(n));
         }
-        r.answer.push({ text: next.text, citations: [...new Set(cites)].sort((a, b) => a - b) });
+        const flags = { ...(next.verified === false ? { verified: false } : {}), ...(next.note ? { note: true } : {}) };
+        r.answer.push({ text: next.text, citations: [...new Set(cites)].sort((a, b) => a - b), ...flags });
       }
       draw();
     },

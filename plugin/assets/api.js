@@ -216,11 +216,13 @@ export function readAnswer(data) {
         text: str(s.text),
         citations: (Array.isArray(s.citations) ? s.citations : []).filter((n) => known.has(n)),
         spans: spansOf(s.spans, known),
+        ...flagsOf(s),
       })),
     citations,
     abstained: data.abstained === true,
     mode: data.mode === 'extractive' ? 'extractive' : 'llm',
     tentative: data.tentative === true, // extractive: the closest passage, not a sure answer
+    coverage: ['full', 'partial', 'none'].includes(data.coverage) ? data.coverage : data.abstained === true ? 'none' : 'full',
     passages_considered: Number.isInteger(data.passages_considered) ? data.passages_considered : 0,
     note: str(data.note), // multilingual docs: the answer comes from another language's pages
     other_language: data.other_language === true,
@@ -239,5 +241,10 @@ export function readSources(data) {
 export function readSentence(data) {
   const item = data.item;
   if (!item || typeof item !== 'object' || !Number.isInteger(data.index)) return null;
-  return { index: data.index, text: str(item.text), citations: (Array.isArray(item.citations) ? item.citations : []).filter(Number.isInteger) };
+  return { index: data.index, text: str(item.text), citations: (Array.isArray(item.citations) ? item.citations : []).filter(Number.isInteger), ...flagsOf(item) };
+}
+
+/** An answer item's marks: `verified: false` (shown, not confirmed), `note` (what the docs do not cover). */
+function flagsOf(item) {
+  return { ...(item.verified === false ? { verified: false } : {}), ...(item.note === true ? { note: true } : {}) };
 }
