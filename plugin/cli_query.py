@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -40,6 +41,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from anchored_query.types import Scope
 
     engine = _engine(args.index)
+    why = _VerificationLog()
+    query_log = logging.getLogger("anchored.query")
+    level = query_log.level
+    if not query_log.isEnabledFor(logging.INFO):
+        query_log.setLevel(logging.INFO)
+    query_log.addHandler(why)
     try:
         result = engine.ask(
             AskRequest(
@@ -50,7 +57,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
             )
         )
     finally:
+        query_log.removeHandler(why)
+        query_log.setLevel(level)
         engine.close()
+    if why.lines and isinstance(result.get("verification"), dict):
+        # Each sentence removed or left unverified, with the check that decided (the log
+        # line's text: the API gives only their numbers).
+        result["verification"]["why"] = why.lines
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2))
         return 0
@@ -66,8 +79,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     else:
         for sentence in result["answer"]:
             marks = "".join(f"[{n}]" for n in sentence["citations"])
-            print(f"{sentence['text']} {marks}")
+            flag = " (not verified)" if sentence.get("verified") is False else ""
+            print(f"{sentence['text']} {marks}{flag}")
         print(f"\n({label}; {result['passages_considered']} passages considered)")
+    for line in (result.get("verification") or {}).get("why", []):
+        print(f"Verification: {line}")
     print()
     site = _site_url(args.index)
     for c in result["citations"]:
@@ -75,6 +91,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(f"[{c['n']}] {' › '.join(c['heading_path']) or c['title']}")
         print(f"    {urljoin(site, link) if site else link}")
     return 0
+
+
+class _VerificationLog(logging.Handler):
+    """Keeps the answer step's "verification: …" log lines: sentence by sentence, what
+    was removed or left unverified and the check that decided."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("verification: "):
+            self.lines += message[len("verification: ") :].split(" | ")
 
 
 def _site_url(index: str) -> str:

@@ -107,3 +107,42 @@ def test_commands_wait_longer_than_the_function_for_a_first_download(
     )
     monkeypatch.setenv("ANCHORED_DEADLINE_S", "7")
     assert _engine(str(qa_index)).settings.deadline_s == 7.0
+
+
+def test_ask_json_names_each_sentence_verification_removed_or_left_unverified(
+    qa_index: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 27: `anchored ask --json` says, sentence by sentence, what verification did
+    and which check decided (the API response carries only their numbers and checks)."""
+    from fakes import FakeOpenAIServer, Reply, quote_passages
+
+    def reply(request: object) -> str:
+        supported = quote_passages(k=1)(request)  # type: ignore[arg-type]
+        return f"{supported} Skylark also ships a warp drive [99]."
+
+    with FakeOpenAIServer() as llm:
+        llm.default = Reply(reply)
+        for key, value in {
+            "ANCHORED_LLM_PROVIDER": "openai",
+            "ANCHORED_LLM_MODEL": "fake-model",
+            "ANCHORED_LLM_BASE_URL": llm.url,
+            "ANCHORED_LLM_RETRIES": "0",
+            "ANCHORED_CACHE_DIR": str(tmp_path / "cache"),
+        }.items():
+            monkeypatch.setenv(key, value)
+        assert (
+            main(["ask", "Which port does Skylark use?", "--index", str(qa_index), "--json"]) == 0
+        )
+    body = json.loads(capsys.readouterr().out)
+    assert body["mode"] == "llm" and body["coverage"] == "full"
+    assert body["removed_sentences"] == 1
+    checks = body["verification"]["checks"]
+    assert checks["unknown_citation"] == {"removed": 1, "unverified": 0}
+    (decision,) = body["verification"]["decisions"]
+    assert decision == {"index": 2, "check": "unknown_citation", "action": "removed"}
+    (why,) = body["verification"]["why"]
+    assert why.startswith("sentence 2: removed: unknown_citation:") and "warp drive" in why
+    assert all("warp" not in s["text"] for s in body["answer"])

@@ -117,9 +117,13 @@ def check_records(location: str, results: list[dict[str, Any]]) -> None:
         "cited",
         "closest",
         "removed_sentences",
+        "unverified_sentences",
+        "coverage",
+        "verification",  # counts per check, no sentence text
         "latency_ms",
     }
     assert set(answered) == allowed
+    assert set(answered["verification"]) <= {"sentences", "checks"}
 
 
 def test_asks_through_the_app_are_logged_to_a_local_folder(qa_index: Path, tmp_path: Path) -> None:

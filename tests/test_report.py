@@ -204,3 +204,40 @@ def test_markdown_escapes_markup_and_table_syntax() -> None:
     row = render_markdown(data).splitlines()[-1]
     assert "<" not in row and "&lt;script&gt;" in row
     assert row.count(" | ") == 3 and "\\|" in row and "\\`x\\`" in row and "\\[l\\]" in row
+
+
+def test_the_report_shows_what_verification_decided_per_check(tmp_path: Path) -> None:
+    """Issue 27: the question log keeps each answer's verification counts (no sentence
+    text), and the report shows per check the share of sentences removed and left
+    unverified."""
+    sink = LocalSink(tmp_path)
+    verification = {
+        "sentences": 10,
+        "checks": {"weak_support": {"removed": 0, "unverified": 2}},
+        "decisions": [{"index": 3, "check": "weak_support", "action": "unverified"}],
+    }
+    other = {"sentences": 10, "checks": {"unknown_citation": {"removed": 1, "unverified": 0}}}
+    day = "2026-03-02"
+    rows = []
+    for n, v in enumerate((verification, other)):
+        result = {"id": f"a{n}", "citations": [], "removed_sentences": 1, "verification": v}
+        result["unverified_sentences"], result["coverage"] = 2 - n, "partial"
+        row = ask_record(result, f"question {n}", 1.0)
+        row["t"] = f"{day}T00:00:0{n}.000000Z"
+        rows.append(row)
+    assert rows[0]["verification"] == {
+        "sentences": 10,
+        "checks": {"weak_support": {"removed": 0, "unverified": 2}},
+    }
+    assert rows[0]["unverified_sentences"] == 2 and rows[0]["coverage"] == "partial"
+    blob = "".join(json.dumps(r) + "\n" for r in rows)
+    sink.write("asks", day, gzip.compress(blob.encode()))
+    data = collect(str(tmp_path)).to_json()
+    by_check = {c["check"]: c for c in data["verification"]["checks"]}
+    assert data["verification"]["sentences"] == 20
+    assert by_check["weak_support"]["unverified_share"] == 0.1
+    assert by_check["unknown_citation"]["removed_share"] == 0.05
+    assert "What verification decided" in render_html(data)
+    markdown = render_markdown(data)
+    assert "### Verification (20 sentences)" in markdown
+    assert "| unknown\\_citation | 5.0% | 0.0% |" in markdown

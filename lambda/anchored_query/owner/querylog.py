@@ -76,7 +76,26 @@ def ask_record(
         "cited": [] if abstained else refs,
         "closest": refs,
         "removed_sentences": int(result.get("removed_sentences", 0) or 0),
+        "unverified_sentences": int(result.get("unverified_sentences", 0) or 0),
+        "coverage": str(result.get("coverage", "")),
+        # Sentences checked, and per check how many it removed / left unverified.
+        "verification": _verification_counts(result.get("verification")),
         "latency_ms": round(float(latency_ms), 1),
+    }
+
+
+def _verification_counts(value: Any) -> dict[str, Any]:
+    """The counts of a response's ``verification`` (no sentence text)."""
+    if not isinstance(value, Mapping):
+        return {}
+    checks = value.get("checks")
+    return {
+        "sentences": int(value.get("sentences", 0) or 0),
+        "checks": {
+            str(name): {k: int(v) for k, v in counts.items() if k in ("removed", "unverified")}
+            for name, counts in (checks.items() if isinstance(checks, Mapping) else ())
+            if isinstance(counts, Mapping)
+        },
     }
 
 

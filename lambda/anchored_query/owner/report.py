@@ -63,6 +63,8 @@ class Report:
     down: int = 0
     feedback_records: int = 0
     removed_sentences: int = 0
+    checked_sentences: int = 0  # sentences of LLM replies the verifier read
+    checks: dict[str, Counter[str]] = field(default_factory=dict)  # check -> removed/unverified
     days: dict[str, list[int]] = field(default_factory=dict)  # day -> answered, refused, fb
     cited: Counter[str] = field(default_factory=Counter)
     gaps: dict[str, Gap] = field(default_factory=dict)
@@ -94,6 +96,21 @@ class Report:
             "fallback_reasons": dict(self.fallbacks),
             "feedback": {"up": self.up, "down": self.down, "records": self.feedback_records},
             "removed_sentences": self.removed_sentences,
+            "verification": {
+                "sentences": self.checked_sentences,
+                "checks": [
+                    {
+                        "check": name,
+                        "removed": counts["removed"],
+                        "unverified": counts["unverified"],
+                        "removed_share": _share(counts["removed"], self.checked_sentences),
+                        "unverified_share": _share(counts["unverified"], self.checked_sentences),
+                    }
+                    for name, counts in sorted(
+                        self.checks.items(), key=lambda kv: -sum(kv[1].values())
+                    )
+                ],
+            },
             "per_day": [
                 {"day": d, "answered": v[0], "refused": v[1], "fallen_back": v[2]}
                 for d, v in sorted(self.days.items())
@@ -162,6 +179,13 @@ def collect(
         if fell_back:
             report.fallbacks[str(ask["fallback"])] += 1
         report.removed_sentences += int(ask.get("removed_sentences", 0) or 0)
+        verification = ask.get("verification") or {}
+        if isinstance(verification, dict):
+            report.checked_sentences += int(verification.get("sentences", 0) or 0)
+            for name, counts in (verification.get("checks") or {}).items():
+                tally = report.checks.setdefault(str(name), Counter())
+                for action in ("removed", "unverified"):
+                    tally[action] += int((counts or {}).get(action, 0) or 0)
         for ref in ask.get("cited", [])[:10]:
             if ref in report.cited or len(report.cited) < MAX_SECTIONS:
                 report.cited[str(ref)] += 1
@@ -258,3 +282,8 @@ def index_outline(chunks: Sequence[dict[str, Any]]) -> tuple[list[str], list[str
 
 def threshold_for(model: str) -> float:
     return CLUSTER_THRESHOLDS.get(model, DEFAULT_THRESHOLD)
+
+
+def _share(part: int, whole: int) -> float:
+    """``part`` of ``whole``, 0..1 (0 when there is no whole)."""
+    return round(part / whole, 4) if whole else 0.0

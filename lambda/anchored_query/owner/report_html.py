@@ -155,6 +155,18 @@ def render_html(data: dict[str, Any], *, title: str = "Anchored: what readers as
         if never
         else "<p class=muted>None (or no index given).</p>"
     )
+    out.append("<h2>What verification decided</h2>")
+    verification = data.get("verification") or {"sentences": 0, "checks": []}
+    checked = verification["sentences"]
+    out.append(
+        f"<p class=muted>Of {checked} sentences the LLM wrote, per check: the share it removed "
+        "(conclusive) and the share shown marked as not verified (inconclusive).</p>"
+    )
+    rows = [
+        [c["check"], f"{c['removed_share']:.1%}", f"{c['unverified_share']:.1%}"]
+        for c in verification["checks"]
+    ]
+    out.append(_table(["check", "removed", "not verified"], rows, frozenset({1, 2})))
     out.append("<h2>Slowest answers</h2>")
     rows = [[f"{s['latency_ms']:.0f} ms", s["t"][:19], s["question"]] for s in data["slowest"]]
     out.append(_table(["latency", "time", "question"], rows, frozenset({0})))
@@ -196,6 +208,14 @@ def render_markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {n} | {c['count']} | {_md(example)} | {_md(closest)} |")
     else:
         lines.append("None in this period.")
+    verification = data.get("verification") or {"sentences": 0, "checks": []}
+    if verification["checks"]:
+        lines += ["", f"### Verification ({verification['sentences']} sentences)", ""]
+        lines += ["| check | removed | not verified |", "|---|---|---|"]
+        for c in verification["checks"]:
+            lines.append(
+                f"| {_md(c['check'])} | {c['removed_share']:.1%} | {c['unverified_share']:.1%} |"
+            )
     never = data["pages_never_cited"]
     if never:
         lines += ["", f"Pages never cited: {len(never)}"]

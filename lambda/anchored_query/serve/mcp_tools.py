@@ -324,11 +324,17 @@ def _answer(result: dict[str, Any], site: str) -> tuple[str, dict[str, Any]]:
         for c in result.get("citations", [])
     ]
     sentences = [
-        {"text": s["text"], "citations": list(s.get("citations", []))}
+        {
+            "text": s["text"],
+            "citations": list(s.get("citations", [])),
+            **({"verified": False} if s.get("verified") is False else {}),
+            **({"note": True} if s.get("note") else {}),
+        }
         for s in result.get("answer", [])
     ]
     data: dict[str, Any] = {
         "abstained": bool(result.get("abstained")),
+        "coverage": result.get("coverage", "none" if result.get("abstained") else "full"),
         "mode": result.get("mode", ""),
         "answer": sentences,
         "citations": citations,
@@ -344,12 +350,16 @@ def _answer(result: dict[str, Any], site: str) -> tuple[str, dict[str, Any]]:
         lines.append(f"Note: {data['note']}.")
     if data.get("tentative"):
         lines.append(f"Note: {TENTATIVE}")
+    if data["coverage"] == "partial":
+        lines.append("Coverage: partial (the docs answer part of this; see the note).")
     if data["abstained"]:
-        lines.append("The docs do not seem to cover this. Closest sections:")
-    else:
-        for s in sentences:
-            marks = "".join(f"[{n}]" for n in s["citations"])
-            lines.append(f"{s['text']} {marks}".rstrip())
+        lines.append("Coverage: none. The docs do not seem to cover this.")
+    for s in sentences:
+        marks = "".join(f"[{n}]" for n in s["citations"])
+        flag = " (not verified)" if s.get("verified") is False else ""
+        lines.append(f"{s['text']} {marks}{flag}".rstrip())
+    if data["abstained"]:
+        lines.append("Closest sections:")
     lines.append("")
     lines.append("Sources:")
     for c in citations:
