@@ -18,7 +18,9 @@ already removed), so a twin holds what the index holds, with its structure:
 * content tabs (``pymdownx.tabbed``) as each tab's label in bold, then its content;
 * lists as lists (nested, numbered from the ``<ol start>``, task items ``[x]``),
   inline code as code spans, emphasis, images, and links made absolute to the
-  site (``SiteLinks``): a link to another page goes to that page's twin.
+  site (``SiteLinks``): a link to another page goes to that page's twin; a link
+  of another scheme than http(s), mailto or ftp (``javascript:``, ``data:``) is
+  written as its text only.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _LINE_START = re.compile(r"^(?:[#>+=|-]|\d+[.)](?:\s|$))")
 _WORD_UNDERSCORE = re.compile(r"(?<![\w\\])_|_(?!\w)")
 _BACKTICKS = re.compile(r"`+")
 _SPACE = re.compile(r"[ \t\r\n\f]+")
+_SCHEMES = frozenset({"http", "https", "mailto", "ftp"})  # links a twin keeps
 
 
 class SiteLinks:
@@ -76,8 +79,10 @@ class SiteLinks:
         if not href:
             return ""
         parts = urlsplit(href)
+        if parts.scheme and parts.scheme.lower() not in _SCHEMES:
+            return ""  # javascript:, data:, file: ...: the link's text only
         if parts.scheme or parts.netloc:
-            return href  # another site, mailto:, data: ...
+            return href  # another site, mailto:
         joined = urlsplit(urljoin("http://site.invalid/" + page_url, href))
         path = joined.path.lstrip("/")
         if path.endswith("/index.html") or path == "index.html":

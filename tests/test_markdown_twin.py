@@ -118,6 +118,12 @@ def test_links_are_absolute_and_go_to_the_twin() -> None:
     assert f"[no slash]({SITE}guide/install/index.md)" in md
     assert f"![diagram]({SITE}img/d.svg)" in md
     assert "[pip](/guide/install/index.md#pip)" in twin(html, base="/")
+    unsafe = twin(
+        '<p><a href="javascript:alert(1)">click</a> <a href="JavaScript:x">two</a> '
+        '<img alt="pixel" src="data:image/png;base64,AAAA"> <a href="mailto:a@b.c">mail</a></p>'
+    )
+    assert "click two pixel [mail](mailto:a@b.c)" in unsafe
+    assert "javascript" not in unsafe.lower() and "data:" not in unsafe
 
 
 def test_a_section_left_out_of_search_is_left_out_of_the_twin() -> None:
