@@ -237,17 +237,18 @@ class _Writer:
             out.extend(self.blocks(node, depth))
 
     def _heading(self, node: LexborNode, tag: str, out: list[str], depth: int) -> None:
-        self.skipping = "data-search-exclude" in node.attributes
-        title = _SPACE.sub(" ", self.inline(node, depth, links=False)).replace(_BREAK, " ")
-        title = title.strip()
-        if not title:
-            return
         anchor = heading_anchor(node)
         attribute = ""
         if anchor and anchor not in self.seen_anchors:
+            # A heading that can be linked to starts a section, as in the index (html.py):
+            # one marked data-search-exclude drops it; one without an id starts none.
             self.seen_anchors.add(anchor)
             attribute = f" {{#{anchor}}}"
-        self._keep(out, "#" * int(tag[1]) + " " + _escape_line(title) + attribute)
+            self.skipping = "data-search-exclude" in node.attributes
+        title = _SPACE.sub(" ", self.inline(node, depth, links=False)).replace(_BREAK, " ")
+        title = title.strip()
+        if title:
+            self._keep(out, "#" * int(tag[1]) + " " + _escape_line(title) + attribute)
 
     def _code(self, pre: LexborNode, out: list[str]) -> None:
         code = code_text(pre)

@@ -130,11 +130,13 @@ def test_a_section_left_out_of_search_is_left_out_of_the_twin() -> None:
     html = (
         '<h2 id="a">Kept</h2><p>kept text</p>'
         '<h2 id="b" data-search-exclude>Dropped</h2><p>dropped text</p><pre><code>x</code></pre>'
+        "<h3>No id, so no new section</h3><p>still dropped</p>"
         '<h2 id="c">Back</h2><p>back text</p>'
     )
     md = twin(html)
     assert "kept text" in md and "back text" in md
     assert "Dropped" not in md and "dropped text" not in md and "```" not in md
+    assert "No id" not in md and "still dropped" not in md
 
 
 def test_text_that_would_read_as_markup_is_escaped() -> None:
