@@ -78,7 +78,14 @@ def page_settings(config: AnchoredConfig, page_url: str) -> dict[str, Any]:
         "ask_links": config.widget_ask_links,
         "site_name": "",  # a built site's name is not known here: the menu names it by host
         "scopes": True,
+        # As the plugin: a version option (or mike building), else unversioned.
+        **({"version": version} if (version := docs_version(config)) else {"versioned": False}),
     }
+
+
+def docs_version(config: AnchoredConfig) -> str:
+    """The version option, else the one mike is building (``MIKE_DOCS_VERSION``)."""
+    return str(config.version or os.environ.get("MIKE_DOCS_VERSION", ""))
 
 
 def inject_site(site_dir: Path, options: Mapping[str, Any] | None = None) -> InjectReport:

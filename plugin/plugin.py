@@ -162,12 +162,16 @@ class AnchoredPlugin(BasePlugin[AnchoredConfig]):
             "scopes": True,
             # mkdocs-static-i18n: the ask box offers the other languages (languages.js)
             **({"languages": list(self.languages)} if len(self.languages) > 1 else {}),
-            **({"version": self.version} if self.version else {}),
+            # Built unversioned (no version option, not under mike): the box asks for no
+            # versions.json (a 404 in the console on every open, issue 25).
+            **({"version": self.version} if self.version else {"versioned": False}),
         }
 
     def _docs_version(self) -> str:
         """The version option, else the one mike is building (``MIKE_DOCS_VERSION``)."""
-        version = self.config.version or os.environ.get("MIKE_DOCS_VERSION", "")
+        from mkdocs_anchored.inject import docs_version
+
+        version = docs_version(self.config)
         if version:
             from build_index.versions import check_name
 

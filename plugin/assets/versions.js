@@ -37,6 +37,9 @@ export function readVersions(data) {
  */
 export async function detectVersion(cfg, root, { fetchImpl = fetch, timeout = 10000 } = {}) {
   const own = clean(cfg.version);
+  // A build that knows it is unversioned, or a page at the host's root (mike serves each
+  // version from a folder of its own): no versions.json to ask for.
+  if (!own && (cfg.versioned === false || !folderOf(root))) return null;
   let versions = [];
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeout);

@@ -140,6 +140,18 @@ test('detectVersion: an unversioned site is null; a missing versions.json keeps 
   assert.deepEqual(await detectVersion({ version: '1.0' }, new URL('http://docs.test/1.0/'), failing), { current: '1.0', latest: '', versions: [] });
 });
 
+test('detectVersion asks nothing of an unversioned build or a page at the host root (issue 25)', async () => {
+  const atRoot = serving(MIKE);
+  assert.equal(await detectVersion({}, new URL('http://docs.test/'), atRoot), null);
+  assert.deepEqual(atRoot.seen, [], 'no versions.json request at the host root');
+  const known = serving(MIKE);
+  assert.equal(await detectVersion({ versioned: false }, new URL('http://docs.test/proj/'), known), null);
+  assert.deepEqual(known.seen, [], 'no request when the build says it is unversioned');
+  const injected = serving(MIKE);
+  await detectVersion({}, new URL('http://docs.test/latest/'), injected);
+  assert.deepEqual(injected.seen, ['http://docs.test/versions.json'], 'a page in a folder still asks');
+});
+
 test('readVersions keeps only well-formed names (data never becomes markup)', () => {
   assert.deepEqual(readVersions([{ version: '2.0', aliases: ['latest', '<b>x</b>'] }, { version: '../x' }, null, 'x']), [{ version: '2.0', title: '2.0', aliases: ['latest'] }]);
   assert.deepEqual(readVersions({ versions: [] }), []);
