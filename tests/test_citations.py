@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 
 import pytest
+from anchored_query.citations.checking import Checker
 from anchored_query.citations.links import citation_link
 from anchored_query.citations.verify import (
+    CONCLUSIVE,
     PREVIEW_CHARS,
     VerifiedAnswer,
+    check_of,
     parse_answer,
     renumber,
     verify,
@@ -142,6 +145,32 @@ def check(text: str) -> VerifiedAnswer:
     return verify(parse_answer(text), CONTEXT)
 
 
+def verdict(result: VerifiedAnswer) -> str:
+    """What verification did to a one-sentence reply: ``verified``, ``unverified``
+    (shown, marked: a check failed inconclusively), ``removed`` (a conclusive check),
+    or ``note``; the counts and the decision recorded agree with it."""
+    if not result.sentences:
+        assert result.removed == 1 and result.unverified == 0 and result.abstained
+        [decision] = result.decisions
+        assert decision.action == "removed" and decision.check in CONCLUSIVE
+        return "removed"
+    [sentence] = result.sentences
+    assert result.removed == 0
+    if sentence.kind == "note":
+        return "note"
+    if sentence.supported:
+        assert result.unverified == 0 and not result.decisions
+        return "verified"
+    assert result.unverified == 1 and not result.abstained
+    [decision] = result.decisions
+    assert decision.action == "unverified" and decision.check not in CONCLUSIVE
+    return "unverified"
+
+
+def fate(text: str) -> str:
+    return verdict(check(text))
+
+
 def test_ids_not_in_context_are_dropped() -> None:
     result = check("The default is 127.0.0.1:8000 [3, 99].")
     assert result.sentences == [AnswerSentence("The default is 127.0.0.1:8000.", [3])]
@@ -166,64 +195,79 @@ def test_wrong_number_is_unsupported_and_right_one_kept() -> None:
 
 
 def test_numbers_compare_as_whole_tokens() -> None:
-    assert check("It listens on port 80 [3].").removed == 1
-    assert check("It listens on port 800 [3].").removed == 1
-    assert check("Added in version 1.6 [7].").removed == 0
-    assert check("Added in v1.6 [7].").removed == 0
-    assert check("Added in version 1.7 [7].").removed == 1
+    # A prose number the passages do not state (and the reader did not give): conclusive.
+    assert fate("It listens on port 80 [3].") == "removed"
+    assert fate("It listens on port 800 [3].") == "removed"
+    assert fate("Added in version 1.6 [7].") == "verified"
+    assert fate("Added in v1.6 [7].") == "verified"
+    assert fate("Added in version 1.7 [7].") == "removed"
+    assert check("It listens on port 80 [3].").decisions[0].check == "number_not_found"
 
 
 def test_numbers_under_ten_are_checked() -> None:
-    assert check("There are 2 ways to set the address [3].").removed == 1
-    assert check("Set use_directory_urls to false; added in version 1.6 [7].").removed == 0
-    assert check("Set use_directory_urls to false; added in version 2 [7].").removed == 1
+    assert fate("There are 2 ways to set the address [3].") == "removed"
+    assert fate("Set use_directory_urls to false; added in version 1.6 [7].") == "verified"
+    assert fate("Set use_directory_urls to false; added in version 2 [7].") == "removed"
 
 
 def test_list_numbers_and_step_numbers_are_not_facts() -> None:
-    assert check("1. Run mkdocs gh-deploy to push the site [9].").removed == 0
-    assert check("In step 2, run mkdocs gh-deploy to push the built site [9].").removed == 0
+    assert fate("1. Run mkdocs gh-deploy to push the site [9].") == "verified"
+    assert fate("In step 2, run mkdocs gh-deploy to push the built site [9].") == "verified"
+
+
+# A fact other than a number that no passage holds is inconclusive (a model applying the
+# option to the reader's own name or path): shown, marked not verified, with its markers.
 
 
 def test_option_names_must_occur() -> None:
-    assert check("Pass --dev-addr to mkdocs serve [3].").removed == 0
-    assert check("Pass --dev-address to mkdocs serve [3].").removed == 1
-    assert check("Pass --dev to mkdocs serve [3].").removed == 1
+    assert fate("Pass --dev-addr to mkdocs serve [3].") == "verified"
+    assert fate("Pass --dev-address to mkdocs serve [3].") == "unverified"
+    assert fate("Pass --dev to mkdocs serve [3].") == "unverified"
+    wrong = check("Pass --dev-address to mkdocs serve [3].")
+    assert wrong.sentences == [AnswerSentence("Pass --dev-address to mkdocs serve.", [3], False)]
+    assert wrong.decisions[0].check == "fact_not_found"
+    assert "'--dev-address' not in [3]" in wrong.decisions[0].detail
 
 
 def test_identifiers_and_file_names_must_occur() -> None:
-    assert check("Set use_directory_urls in mkdocs.yml [7].").removed == 0
-    assert check("Set use_directory_url in mkdocs.yml [7].").removed == 1
-    assert check("Set use_directory_urls in mkdocs.yaml [7].").removed == 1
+    assert fate("Set use_directory_urls in mkdocs.yml [7].") == "verified"
+    assert fate("Set use_directory_url in mkdocs.yml [7].") == "unverified"
+    assert fate("Set use_directory_urls in mkdocs.yaml [7].") == "unverified"
 
 
 def test_inline_code_must_occur_case_and_space_insensitively() -> None:
-    assert check("Run `MKDOCS   gh-deploy` [9].").removed == 0
-    assert check("Run `mkdocs deploy` [9].").removed == 1
-    # a command composed of attested pieces passes; a changed number does not
-    assert check("Run `mkdocs serve --dev-addr 127.0.0.1:8000` [3].").removed == 0
-    assert check("Run `mkdocs serve --dev-addr 127.0.0.1:8001` [3].").removed == 1
+    assert fate("Run `MKDOCS   gh-deploy` [9].") == "verified"
+    assert fate("Run `mkdocs deploy` [9].") == "unverified"
+    # a command composed of attested pieces passes; a changed number does not verify
+    # (code: it may be the reader's own value, so not conclusive)
+    assert fate("Run `mkdocs serve --dev-addr 127.0.0.1:8000` [3].") == "verified"
+    assert fate("Run `mkdocs serve --dev-addr 127.0.0.1:8001` [3].") == "unverified"
 
 
 def test_quoted_strings_must_occur() -> None:
-    assert check('The format is "IP:PORT" [3].').removed == 0
-    assert check('The format is "HOST:PORT" [3].').removed == 1
+    assert fate('The format is "IP:PORT" [3].') == "verified"
+    assert fate('The format is "HOST:PORT" [3].') == "unverified"
 
 
 def test_facts_may_come_from_any_cited_passage() -> None:
-    result = check("Serve on 8000 and deploy with mkdocs gh-deploy [3, 9].")
-    assert result.removed == 0
+    assert fate("Serve on 8000 and deploy with mkdocs gh-deploy [3, 9].") == "verified"
     assert check("Serve on 8000 and deploy with mkdocs gh-deploy [9].").removed == 1
 
 
-def test_a_miscited_sentence_is_shown_only_with_the_passage_that_supports_it() -> None:
+def test_a_miscited_sentence_is_verified_only_with_the_passage_that_supports_it() -> None:
     # Small models miscount passages: the fact is in [7], not in the cited [3]. The
     # sentence is attributed like an uncited one, and [3] is never shown for it.
     result = check("Set use_directory_urls to false [3].")
-    assert result.removed == 0 and result.attributed == 1
-    assert [s.citations for s in result.sentences] == [[7]]
-    # No passage of the context states it: removed, with the cited passage's failure.
+    assert result.removed == 0 and result.attributed == 1 and result.unverified == 0
+    assert result.sentences == [AnswerSentence("Set use_directory_urls to false.", [7])]
+    # No passage of the context states it: not verified; shown, marked, with the marker
+    # the model gave it and the cited passage's failure.
     result = check("Set use_directory_urls to false in site.toml [3].")
-    assert result.removed == 1 and "not in [3]" in result.reasons[0]
+    assert fate("Set use_directory_urls to false in site.toml [3].") == "unverified"
+    assert result.sentences == [
+        AnswerSentence("Set use_directory_urls to false in site.toml.", [3], False)
+    ]
+    assert result.attributed == 0 and "not in [3]" in result.reasons[0]
 
 
 def test_excluded_passage_counts_as_absent() -> None:
@@ -242,14 +286,26 @@ def test_no_coverage_statement_opens_an_abstention() -> None:
         "The documentation does not cover baking bread. "
         "It covers deploying with mkdocs gh-deploy [9]."
     )
-    assert result.abstained
+    assert result.abstained and result.coverage == "none"
     assert [s.citations for s in result.sentences] == [[], [9]]
+    assert [s.kind for s in result.sentences] == ["note", "answer"]
     assert result.removed == 0
 
 
 def test_no_coverage_statement_may_not_assert_numbers() -> None:
+    # Not a note: checked as an answer. Uncited, and no passage states 8080: removed.
     result = check("The docs don't mention it, but the port is 8080.")
-    assert result.sentences == [] and result.abstained
+    assert result.sentences == [] and result.abstained and result.removed == 1
+    assert result.decisions[0].check == "no_passage_supports"
+    # Cited, with a number neither the passages nor the reader gave: removed.
+    cited = check("The docs don't mention it, but the port is 8080 [3].")
+    assert verdict(cited) == "removed" and cited.decisions[0].check == "number_not_found"
+    # A number the passage states: an answer that the passage supports, not a note.
+    stated = check("The docs don't mention it, but the port is 8000 [3].")
+    assert verdict(stated) == "verified" and stated.coverage == "full"
+    # A number that is part of a name is no assertion: the statement stays a note.
+    named = check("The documentation does not cover HTTP/3.")
+    assert verdict(named) == "note" and named.coverage == "none"
 
 
 def test_nothing_supported_abstains() -> None:
@@ -488,15 +544,24 @@ def test_reply_without_any_citation_is_attributed_but_not_an_obeyed_injection() 
     assert obeyed.sentences == [] and obeyed.abstained
 
 
-def test_semantic_support_can_veto() -> None:
+def test_semantic_support_can_veto_verification() -> None:
     text = "Run mkdocs gh-deploy [9]. It pushes the built site to the gh-pages branch."
-    assert len(verify(parse_answer(text), CONTEXT).sentences) == 2
+    supported = verify(parse_answer(text), CONTEXT)
+    assert [s.supported for s in supported.sentences] == [True, True]
     low = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: 0.1)
-    assert low.sentences == [] and low.abstained
+    # Weak support is inconclusive for the cited sentence (shown, marked); the uncited
+    # one that no passage supports is removed (conclusive).
+    assert low.sentences == [AnswerSentence("Run mkdocs gh-deploy.", [9], False)]
+    assert low.removed == 1 and low.unverified == 1 and low.attributed == 0
+    assert [(d.index, d.check, d.action) for d in low.decisions] == [
+        (2, "no_passage_supports", "removed"),
+        (1, "weak_support", "unverified"),
+    ]
     high = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: 0.9)
-    assert len(high.sentences) == 2
+    assert [s.supported for s in high.sentences] == [True, True]
     nan = verify(parse_answer(text), CONTEXT, support=lambda sentence, p: float("nan"))
-    assert len(nan.sentences) == 2  # no opinion: lexical support decides
+    # no opinion: lexical support decides
+    assert [s.supported for s in nan.sentences] == [True, True]
 
 
 # -- values and pairs ----------------------------------------------------------------
@@ -524,35 +589,58 @@ THEMES = {
 }
 
 
-def test_swapped_values_are_rejected() -> None:
+def test_swapped_values_are_not_verified() -> None:
     right = (
         "The `mkdocs` theme's `navigation_depth` defaults to 2, while `readthedocs` uses 4 [1, 2]."
     )
     wrong = (
         "The `mkdocs` theme's `navigation_depth` defaults to 4, while `readthedocs` uses 2 [1, 2]."
     )
-    assert verify(parse_answer(right), THEMES).removed == 0
+    assert verdict(verify(parse_answer(right), THEMES)) == "verified"
+    # Value pairing is inconclusive (it removed correct sentences of a capable model's):
+    # the swapped values are shown, marked not verified.
     result = verify(parse_answer(wrong), THEMES)
-    assert result.removed == 1 and "paired differently" in result.reasons[0]
+    assert verdict(result) == "unverified" and result.sentences[0].citations == [1, 2]
+    assert result.decisions[0].check == "contradicts_value"
+    assert "paired differently" in result.reasons[0]
 
 
-def test_value_given_to_the_wrong_section_is_rejected() -> None:
-    assert verify(parse_answer("In readthedocs, navigation_depth is 4 [2]."), THEMES).removed == 0
-    assert verify(parse_answer("In mkdocs, navigation_depth is 4 [1, 2]."), THEMES).removed == 1
-    assert verify(parse_answer("In readthedocs, titles_only is True [2]."), THEMES).removed == 1
+def test_value_given_to_the_wrong_section_is_not_verified() -> None:
+    def fate(reply: str) -> str:
+        return verdict(verify(parse_answer(reply), THEMES))
+
+    assert fate("In readthedocs, navigation_depth is 4 [2].") == "verified"
+    assert fate("In mkdocs, navigation_depth is 4 [1, 2].") == "unverified"
+    assert fate("In readthedocs, titles_only is True [2].") == "unverified"
 
 
 # -- disclaimers and the prompt's structure -------------------------------------------
 
 
-def test_disclaimer_before_an_answer_is_dropped() -> None:
+def test_a_disclaimer_before_an_answer_is_kept_and_the_answer_covers_none() -> None:
+    # The prompt's form for what the docs do not answer: the note, then the closest.
     result = check(
         "The documentation does not cover changing the port. However, you can set dev_addr "
         "to an IP:PORT address for mkdocs serve [3]."
     )
-    assert not result.abstained
-    assert [s.citations for s in result.sentences] == [[3]]
-    assert "disclaimer" in result.reasons[0]
+    assert result.sentences == [
+        AnswerSentence("The documentation does not cover changing the port.", [], True, "note"),
+        AnswerSentence(
+            "However, you can set dev_addr to an IP:PORT address for mkdocs serve.", [3]
+        ),
+    ]
+    assert result.abstained and result.coverage == "none"
+    assert result.removed == 0 and result.unverified == 0 and result.reasons == []
+    answer, _ = renumber(result, CONTEXT)
+    assert answer[0] == {
+        "text": "The documentation does not cover changing the port.",
+        "citations": [],
+        "note": True,
+    }
+    assert answer[1] == {
+        "text": "However, you can set dev_addr to an IP:PORT address for mkdocs serve.",
+        "citations": [1],
+    }
 
 
 def test_disclaimer_after_an_answer_stays_as_the_missing_part() -> None:
@@ -560,11 +648,14 @@ def test_disclaimer_after_an_answer_stays_as_the_missing_part() -> None:
         "Run mkdocs gh-deploy to push the site [9]. The documentation does not cover GitLab."
     )
     assert not result.abstained and [s.citations for s in result.sentences] == [[9], []]
+    assert [s.kind for s in result.sentences] == ["answer", "note"]
+    assert result.coverage == "partial"
 
 
 def test_only_a_disclaimer_is_an_abstention() -> None:
     result = check("The documentation does not cover baking bread.")
     assert result.abstained and result.sentences[0].citations == []
+    assert result.coverage == "none" and verdict(result) == "note"
 
 
 def test_header_list_reply_is_rejected() -> None:
@@ -578,12 +669,19 @@ def test_header_list_reply_is_rejected() -> None:
     assert all("headings" in r for r in result.reasons)
 
 
-def test_cited_and_supported_sentence_that_notes_a_gap_is_an_answer() -> None:
-    result = check(
+def test_a_note_cites_the_closest_passage_it_names() -> None:
+    # "The docs do not cover X, but Y [n]": a note (the answer opens with it: coverage
+    # none), kept with the passage it names as the closest.
+    text = (
         "The docs do not mention a separate port option, but dev_addr sets the IP:PORT "
-        "address of mkdocs serve [3]."
+        "address of mkdocs serve."
     )
-    assert not result.abstained and [s.citations for s in result.sentences] == [[3]]
+    result = check(text[:-1] + " [3, 42].")
+    assert result.sentences == [AnswerSentence(text, [3], True, "note")]
+    assert result.abstained and result.coverage == "none" and result.invalid_citations == [42]
+    answer, citations = renumber(result, CONTEXT)
+    assert answer == [{"text": text, "citations": [1], "note": True}]
+    assert [c["chunk_id"] for c in citations] == ["user-guide/configuration/#dev_addr~0"]
 
 
 def test_what_the_docs_cover_after_a_disclaimer_is_part_of_the_refusal() -> None:
@@ -594,16 +692,24 @@ def test_what_the_docs_cover_after_a_disclaimer_is_part_of_the_refusal() -> None
     assert result.abstained
 
 
-def test_chinese_sentence_about_an_english_page_needs_facts_or_a_multilingual_model() -> None:
-    # recorded reply anchored-19: names shared with the page say nothing of the claim
+def test_chinese_sentence_about_an_english_page_needs_a_multilingual_model() -> None:
+    # recorded reply anchored-19: names shared with the page say nothing of the claim;
+    # uncited, and no passage supports it: removed
     wrong = "可以使用 dev_addr，但不能使用 mkdocs serve。"
-    assert check(wrong).sentences == []
-    cited = "默认地址是 127.0.0.1:8000 [3]。"
-    assert [s.citations for s in check(cited).sentences] == [[3]]
-    assert check("开发服务器可以换地址 [3]。").sentences == []  # cited, but no fact to check
+    assert check(wrong).sentences == [] and fate(wrong) == "removed"
+    # Its facts are in [3], but facts alone do not verify a sentence in another language
+    # than the page: shown, marked not verified, with its marker.
+    cited = check("默认地址是 127.0.0.1:8000 [3]。")
+    assert cited.sentences == [AnswerSentence("默认地址是 127.0.0.1:8000。", [3], False)]
+    assert cited.decisions[0].check == "no_test"
+    assert fate("开发服务器可以换地址 [3]。") == "unverified"  # cited, but no fact to check
+    # on a Chinese page, a Chinese sentence has a lexical test
+    assert fate("开发服务器默认监听 8000 端口[12]。") == "verified"
     sentences = parse_answer("开发服务器可以换地址 [3]。")
-    assert verify(sentences, CONTEXT, support=lambda s, p: 0.9).sentences  # multilingual
-    assert not verify(sentences, CONTEXT, support=lambda s, p: 0.1).sentences
+    multilingual = verify(sentences, CONTEXT, support=lambda s, p: 0.9)
+    assert verdict(multilingual) == "verified" and multilingual.sentences[0].citations == [3]
+    low = verify(sentences, CONTEXT, support=lambda s, p: 0.1)
+    assert verdict(low) == "unverified" and low.decisions[0].check == "weak_support"
 
 
 # -- attribution round 4: neighbours until nothing changes, search by a name --------
@@ -664,7 +770,7 @@ def test_a_name_few_passages_hold_points_at_the_passage_as_a_marker_would() -> N
     # name that only passage 3 holds singles it out.
     def check(reply: str) -> list[tuple[str, list[int]]]:
         verified = verify(parse_answer(reply), SETTINGS, support=lambda sentence, p: 0.55)
-        return [(s.text, s.citations) for s in verified.sentences]
+        return [(s.text, s.citations) for s in verified.sentences if s.supported]
 
     assert check("The API key of the model provider goes in `LlmApiKey` [2].") == [
         ("The API key of the model provider goes in `LlmApiKey`.", [3])
@@ -673,14 +779,15 @@ def test_a_name_few_passages_hold_points_at_the_passage_as_a_marker_would() -> N
         ("Add a `CNAME` file to the root of your `docs_dir` to keep the domain.", [4])
     ]
     # Recorded reply mkdocs-04: the command and the CNAME file are in one section but
-    # far apart; nothing there says the command pushes the file.
-    assert (
-        check(
-            "Run `mkdocs gh-deploy --config-file ../my-project/mkdocs.yml --remote-branch "
-            "master` to push the `CNAME` file and keep your domain [2]."
-        )
-        == []
+    # far apart; nothing there says the command pushes the file: not verified by [4]
+    # (shown, marked, with the marker the model gave it).
+    reply = (
+        "Run `mkdocs gh-deploy --config-file ../my-project/mkdocs.yml --remote-branch "
+        "master` to push the `CNAME` file and keep your domain [2]."
     )
+    verified = verify(parse_answer(reply), SETTINGS, support=lambda sentence, p: 0.55)
+    assert [(s.citations, s.supported) for s in verified.sentences] == [([2], False)]
+    assert verified.unverified == 1 and verified.attributed == 0
 
 
 def test_a_sentence_joining_two_passages_cites_both() -> None:
@@ -705,6 +812,174 @@ def test_a_question_is_not_shown() -> None:
     assert [s.text for s in verified.sentences] == ["Set dev_addr."]
     assert "asks a question" in verified.reasons[0]
     assert verify(parse_answer("内网服务如何修改开发服务器的端口？[12]"), CONTEXT).abstained
+
+
+# -- the policy of issue 27: which check decides, and what a removal takes with it ------
+
+
+@pytest.mark.parametrize(
+    ("reason", "check", "conclusive"),
+    [
+        ("no citation (cited [42], none in context)", "unknown_citation", True),
+        ("no citation, and it speaks of the assistant's instructions", "instructions", True),
+        ("only restates passage headings", "restates_headings", True),
+        ("asserts nothing", "asserts_nothing", True),
+        ("asks a question, asserts nothing", "question", True),
+        ("only repeats a quotation of [1]", "quotes_a_quotation", True),
+        ("introduces what follows, and nothing shown follows", "lead_in", True),
+        ("depends on the sentence before it, which was removed", "depends_on_removed", True),
+        ("code without a sentence that says what it is for", "code_without_prose", True),
+        ("number '8080' not in [3]", "number_not_found", True),
+        ("number '8080', '2' not in [3, 9]", "number_not_found", True),
+        (
+            "no citation and no passage supports it (attributed to [9]: support 0.64 < 0.70 "
+            "(lexical 1.0) in [9])",
+            "no_passage_supports",
+            True,
+        ),
+        (
+            "no citation and no passage supports it (no citation and no passage in context "
+            "supports it)",
+            "no_passage_supports",
+            True,
+        ),
+        ("'--dev-address' not in [3]", "fact_not_found", False),
+        ("'use_directory_urls', 'site.toml' not in [3]", "fact_not_found", False),
+        ("values paired differently in [1, 2]: mkdocs=4", "contradicts_value", False),
+        ("denies what the context states", "contradicts_polarity", False),
+        ("states what the context denies", "contradicts_polarity", False),
+        ("names ntlm, which the site never mentions", "foreign_term", False),
+        ("code line 'dev_addr: 0.0.0.0:8000' not in [1]", "code_not_found", False),
+        ("no test of support applies", "no_test", False),
+        ("no test of support applies: only its facts were found", "no_test", False),
+        ("support 0.10 < 0.70 (lexical None) in [3]", "weak_support", False),
+        # attribution's prefix: the failure it carries decides
+        ("attributed to [3]: number '8080' not in [3]", "number_not_found", True),
+        ("attributed to [3, 9]: '--dev' not in [3, 9]", "fact_not_found", False),
+        ("attributed to [1]: support 0.40 < 0.75 (lexical 0.5) in [1]", "weak_support", False),
+        ("something no check says", "other", False),
+    ],
+)
+def test_check_of_names_the_check_of_each_reason(reason: str, check: str, conclusive: bool) -> None:
+    assert check_of(reason) == check
+    assert (check_of(reason) in CONCLUSIVE) is conclusive
+
+
+def test_each_decision_names_its_check_and_only_conclusive_ones_remove() -> None:
+    result = check(
+        "The default is 8000 [42]. Pass --dev-address to mkdocs serve [3]. "
+        "It listens on port 8080 [3]. MkDocs can also export a PDF of the site. "
+        "Run mkdocs gh-deploy [9]."
+    )
+    assert [(s.text, s.citations, s.supported) for s in result.sentences] == [
+        ("Pass --dev-address to mkdocs serve.", [3], False),
+        ("Run mkdocs gh-deploy.", [9], True),
+    ]
+    assert sorted((d.index, d.check, d.action) for d in result.decisions) == [
+        (1, "unknown_citation", "removed"),
+        (2, "fact_not_found", "unverified"),
+        (3, "number_not_found", "removed"),
+        (4, "no_passage_supports", "removed"),
+    ]
+    assert result.removed == 3 and result.unverified == 1 and result.coverage == "full"
+    assert [r.split(":")[0] for r in result.reasons] == [f"sentence {i}" for i in (1, 2, 3, 4)]
+    assert "sentence 2: unverified: fact_not_found" in result.reasons[1]
+    answer, _ = renumber(result, CONTEXT)
+    assert answer == [
+        {"text": "Pass --dev-address to mkdocs serve.", "citations": [1], "verified": False},
+        {"text": "Run mkdocs gh-deploy.", "citations": [2]},
+    ]
+
+
+def test_coverage_full_partial_none() -> None:
+    full = check("Run mkdocs gh-deploy to push the site [9].")
+    assert full.coverage == "full" and not full.abstained
+    # unverified sentences are shown: an answer, not an abstention
+    marked = check("Pass --dev-address to mkdocs serve [3].")
+    assert marked.coverage == "full" and not marked.abstained
+    partial = check(
+        "Run mkdocs gh-deploy to push the site [9]. The documentation does not cover GitLab."
+    )
+    assert partial.coverage == "partial" and not partial.abstained
+    # opens with a note: the prompt's form for what the docs do not answer
+    opens = check(
+        "The documentation does not cover GitLab. Run mkdocs gh-deploy to push the site [9]."
+    )
+    assert opens.coverage == "none" and opens.abstained
+    assert [(s.kind, s.supported) for s in opens.sentences] == [("note", True), ("answer", True)]
+    # nothing shown
+    empty = check("MkDocs is great.")
+    assert empty.coverage == "none" and empty.abstained and empty.sentences == []
+    # only a removed sentence and a note: none
+    gap = check("It listens on port 8080 [3]. The documentation does not cover HTTP/3.")
+    assert gap.coverage == "none" and gap.abstained
+    assert [s.kind for s in gap.sentences] == ["note"] and gap.removed == 1
+
+
+def test_a_sentence_leaning_on_a_removed_one_goes_with_it() -> None:
+    fix = "To avoid that, set dev_addr to an IP:PORT address for mkdocs serve [3]."
+    result = check("The dev server uses port 8080 [3]. " + fix)
+    assert result.sentences == [] and result.removed == 2 and result.abstained
+    assert [(d.index, d.check) for d in result.decisions] == [
+        (1, "number_not_found"),
+        (2, "depends_on_removed"),
+    ]
+    # alone, the same sentence is verified: only the removal before it takes it
+    assert fate(fix) == "verified"
+    kept = check("The dev server uses port 8000 [3]. " + fix)
+    assert [s.supported for s in kept.sentences] == [True, True]
+    # a sentence shown unverified before it is no removal: it stays, verified
+    marked = check("Pass --dev-address to mkdocs serve [3]. " + fix)
+    assert [(s.supported, s.citations) for s in marked.sentences] == [(False, [3]), (True, [3])]
+    # "This" leans on what came before too; a note after a removal stays
+    this = check("It listens on port 8080 [3]. This sets the format IP:PORT [3].")
+    assert this.sentences == [] and this.removed == 2
+    note = check(
+        "Run mkdocs gh-deploy [9]. It listens on port 8080 [3]. "
+        "The documentation does not cover GitLab."
+    )
+    assert [(s.text, s.kind) for s in note.sentences] == [
+        ("Run mkdocs gh-deploy.", "answer"),
+        ("The documentation does not cover GitLab.", "note"),
+    ]
+
+
+def test_a_lead_in_stays_before_an_unverified_block_and_goes_before_a_removed_one() -> None:
+    lead_in = "To serve elsewhere, set dev_addr to IP:PORT for mkdocs serve [3]:"
+    marked = check(lead_in + "\n```yaml\ndev_addr: 0.0.0.0:8080\n```")
+    assert [(s.text[:10], s.supported) for s in marked.sentences] == [
+        ("To serve e", True),
+        ("```yaml\nde", False),
+    ]
+    assert marked.removed == 0 and marked.unverified == 1
+    removed = check(lead_in + "\n\nIt listens on port 8080 [3].")
+    assert removed.sentences == [] and removed.removed == 2
+    assert [d.check for d in removed.decisions] == ["lead_in", "number_not_found"]
+
+
+def test_the_readers_own_number_is_not_conclusive() -> None:
+    def verified_for(question: str, reply: str) -> VerifiedAnswer:
+        return verify(parse_answer(reply), CONTEXT, checker=Checker(CONTEXT, None, None, question))
+
+    question = "Can I serve the docs on port 8080?"
+    prose = "Set dev_addr to 127.0.0.1:8080 to serve on that port [3]."
+    # the reader gave 8080: applying it to the passage's option is not inventing it
+    mine = verified_for(question, prose)
+    assert verdict(mine) == "unverified" and mine.decisions[0].check == "fact_not_found"
+    assert mine.sentences[0].citations == [3]
+    # a number nobody gave: conclusive, removed
+    nobody = verified_for(question, prose.replace("8080", "9090"))
+    assert verdict(nobody) == "removed" and nobody.decisions[0].check == "number_not_found"
+    assert verdict(verified_for("", prose)) == "removed"
+    # in code, the reader's number (or the model's own example value) is never conclusive
+    code = "Set it in mkdocs.yml [3]:\n```yaml\ndev_addr: 127.0.0.1:8080\n```"
+    for asked in (question, ""):
+        block = verified_for(asked, code)
+        assert block.removed == 0 and [s.supported for s in block.sentences][-1] is False
+        assert block.decisions[-1].check in {"fact_not_found", "code_not_found"}
+    # a follow-up's earlier turns count as what the reader gave (llm_answer joins them)
+    history = verified_for("What is the default port? And can I use 8080 instead?", prose)
+    assert verdict(history) == "unverified"
 
 
 # Lines a model writes (or a reader asks it to write) that once made the footer regexes

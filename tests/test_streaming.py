@@ -188,9 +188,12 @@ def test_extractive_answers_stream_too(qa_index: Path, tmp_path: Path) -> None:
     ]
 
 
-def test_a_disclaimer_or_an_unsupported_sentence_never_reaches_the_stream(
+def test_a_reply_opening_with_a_note_streams_nothing_and_keeps_the_note(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
+    # The prompt's form for what the docs do not answer: coverage none, an abstention;
+    # nothing is streamed as an answer, the final record holds the notes. The invented
+    # port (a number neither the passages nor the reader gave) is removed.
     def reply(request: Any) -> str:
         return (
             "The documentation does not cover `--turbo`.\n\n"
@@ -205,10 +208,87 @@ def test_a_disclaimer_or_an_unsupported_sentence_never_reaches_the_stream(
         events = streamed(c, {"question": QUESTION})
     final = events[-1][1]
     assert comparable(final) == comparable(buffered)
-    said = " ".join(d["item"]["text"] for e, d in events if e == "sentence")
-    assert "31337" not in said and "--turbo" not in said and "--warp" not in said
-    assert "31337" not in json.dumps(final)
-    assert len([e for e, _ in events if e == "sentence"]) == 1
+    assert final["abstained"] and final["coverage"] == "none"
+    assert [e for e, _ in events if e == "sentence"] == []
+    notes = [a["text"] for a in final["answer"] if a.get("note")]
+    assert notes == [
+        "The documentation does not cover `--turbo`.",
+        "The documentation does not mention `--warp`.",
+    ]
+    assert "31337" not in json.dumps(final) and final["removed_sentences"] == 1
+
+
+def test_an_unverified_sentence_is_streamed_marked_and_an_invented_one_never(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    def reply(request: Any) -> str:
+        return (
+            quote_passages(k=1)(request)
+            + "\n\nSkylark also ships a quantum scheduler on port 31337 [1].\n\n"
+            + "Start Skylark with `--turbo` to serve faster [1].\n\n"
+            + "The documentation does not mention `--warp`."
+        )
+
+    openai.default = Reply(reply)
+    with TestClient(create_app(settings_for(qa_index, tmp_path, openai.url))) as c:
+        buffered = c.post("/v1/ask", json={"question": QUESTION}).json()
+        events = streamed(c, {"question": QUESTION})
+    final = events[-1][1]
+    assert comparable(final) == comparable(buffered)
+    assert not final["abstained"] and final["coverage"] == "partial"
+    items = [d["item"] for e, d in events if e == "sentence"]
+    # what was streamed is the final answer's cited items, flags and all
+    assert [(i["text"], i.get("verified"), i.get("note")) for i in items] == [
+        (a["text"], a.get("verified"), a.get("note")) for a in final["answer"] if a["citations"]
+    ]
+    assert len(items) == 2 and "verified" not in items[0]
+    # the option no passage names: streamed, never as verified
+    assert "--turbo" in items[1]["text"] and items[1]["verified"] is False
+    # the invented number: removed (conclusive), neither streamed nor in the record
+    assert "31337" not in json.dumps(events)
+    # the note: in the final record only, marked as a note
+    assert "--warp" not in " ".join(i["text"] for i in items)
+    note = final["answer"][-1]
+    assert (note["text"], note["citations"], note.get("note")) == (
+        "The documentation does not mention `--warp`.",
+        [],
+        True,
+    )
+    assert final["removed_sentences"] == 1 and final["unverified_sentences"] == 1
+
+
+def test_streamed_items_carry_the_flags_of_the_record() -> None:
+    sent: list[dict[str, Any]] = []
+    shown = Shown({4, 7}, {("a~0", "a/"): 4, ("b~0", "b/"): 7}, lambda e, d: sent.append(d))
+    result = {
+        "abstained": False,
+        "citations": [
+            {"n": 1, "chunk_id": "b~0", "url": "b/"},
+            {"n": 2, "chunk_id": "a~0", "url": "a/"},
+        ],
+        "answer": [
+            {"text": "Verified.", "citations": [1]},
+            {"text": "Not verified.", "citations": [2], "verified": False},
+            {
+                "text": "The docs do not cover X; the closest is this.",
+                "citations": [1],
+                "note": True,
+            },
+            {"text": "The docs do not cover Y.", "citations": [], "note": True},
+        ],
+    }
+    assert shown.items_of(result) == [
+        {"text": "Verified.", "citations": [7]},
+        {"text": "Not verified.", "citations": [4], "verified": False},
+        {"text": "The docs do not cover X; the closest is this.", "citations": [7], "note": True},
+    ]
+    shown.offer(shown.items_of(result))
+    assert [d["item"].get("verified") for d in sent] == [None, False, None]
+    # an item first streamed as verified that the record marks is a divergence
+    marked = {**result, "answer": [{**result["answer"][0], "verified": False}]}
+    shown.offer(shown.items_of(marked))
+    assert shown.diverged and len(sent) == 3
+    assert Shown(set(), {}, lambda e, d: None).items_of({**result, "abstained": True}) == []
 
 
 def test_a_model_failing_after_sentences_ends_in_the_extractive_fallback(

@@ -51,9 +51,20 @@ def precision_recall(predicted: list[bool], gold: list[bool]) -> tuple[float, fl
     return tp / max(1, sum(predicted)), tp / max(1, sum(gold))
 
 
-def kept(sentence: str, p: Passage, support: object = None) -> bool:
+def verified(sentence: str, p: Passage, support: object = None) -> bool:
+    """The sentence, citing ``p``, is shown as verified (not removed, not marked)."""
     result = verify([ParsedSentence(sentence, [1])], {1: p}, support=support)  # type: ignore[arg-type]
-    return not result.abstained
+    return [(s.citations, s.supported) for s in result.sentences] == [([1], True)]
+
+
+def shown_unverified(sentence: str, p: Passage) -> bool:
+    """The sentence, citing ``p``, is shown marked as not verified (an inconclusive check)."""
+    result = verify([ParsedSentence(sentence, [1])], {1: p})
+    return (
+        [(s.citations, s.supported) for s in result.sentences] == [([1], False)]
+        and result.unverified == 1
+        and result.removed == 0
+    )
 
 
 def test_labelled_file_is_balanced_real_and_hard() -> None:
@@ -65,8 +76,10 @@ def test_labelled_file_is_balanced_real_and_hard() -> None:
 
 def test_lexical_support_alone_on_the_labels() -> None:
     rows = labelled()
-    precision, recall = precision_recall([kept(s, p) for s, p, _ in rows], [g for *_, g in rows])
-    # measured: 0.88 / 0.92 (tests/bench/calibrate_support.py); the fact checks alone: 0.57
+    predicted = [verified(s, p) for s, p, _ in rows]
+    precision, recall = precision_recall(predicted, [g for *_, g in rows])
+    # measured, shown as verified: 0.96 / 0.92 (0.88 / 0.92 in tests/bench/calibrate_support.py,
+    # before issue 27); the fact checks alone: 0.57
     assert precision >= 0.8 and recall >= 0.9
 
 
@@ -75,7 +88,7 @@ def test_semantic_support_on_the_labels() -> None:
     embedder = Embedder(get_model("all-MiniLM-L6-v2"))
     support = make_support(embedder, "all-MiniLM-L6-v2")
     assert support is not None
-    predicted = [kept(s, p, support) for s, p, _ in rows]
+    predicted = [verified(s, p, support) for s, p, _ in rows]
     precision, recall = precision_recall(predicted, [g for *_, g in rows])
     # measured: 0.96 / 0.92
     assert precision >= 0.9 and recall >= 0.9
@@ -190,8 +203,10 @@ def test_a_number_qualified_by_another_numbers_word_conflicts() -> None:
     assert not qualifier_conflicts("The package is 171 MB unzipped and 58 MB zipped.", [package])
     # The shared unit decides nothing; a word the passage never puts after a number neither.
     assert not qualifier_conflicts("It is 58 MB when zipped.", [package])
-    assert not kept("The package is 58 MB unzipped.", package)
-    assert kept("The package is 58 MB zipped.", package)
+    # inconclusive (value pairing removed correct sentences): shown, not as verified
+    assert not verified("The package is 58 MB unzipped.", package)
+    assert shown_unverified("The package is 58 MB unzipped.", package)
+    assert verified("The package is 58 MB zipped.", package)
 
 
 def test_code_shown_must_be_the_passages_own() -> None:
@@ -200,16 +215,18 @@ def test_code_shown_must_be_the_passages_own() -> None:
         "dev_addr: '127.0.0.1:8000'\n"
         "httpx.get('https://example.org', timeout=None)"
     )
-    assert kept("```yaml\ndev_addr: '127.0.0.1:8000'\n```", serve)
-    # the same line with the model's own value, though every piece is a known word
-    assert not kept("```yaml\ndev_addr: '0.0.0.0:8000'\n```", serve)
+    assert verified("```yaml\ndev_addr: '127.0.0.1:8000'\n```", serve)
+    # the same line with the model's own value, though every piece is a known word: not
+    # verified (the reader's own value may be meant: shown, marked)
+    assert not verified("```yaml\ndev_addr: '0.0.0.0:8000'\n```", serve)
+    assert shown_unverified("```yaml\ndev_addr: '0.0.0.0:8000'\n```", serve)
     # an assignment of the passage's call, imports and comments are fine
     call = "r = httpx.get('https://example.org', timeout=None)"
     code = f"```python\nimport httpx\n# no timeout\n{call}\n```"
-    assert kept(code, serve)
+    assert verified(code, serve)
     # a config line written as a sentence of its own is code too
-    assert kept('dev_addr: "127.0.0.1:8000"', serve)
-    assert not kept("dev_addr: 127.0.0.1:8000", serve)
+    assert verified('dev_addr: "127.0.0.1:8000"', serve)
+    assert not verified("dev_addr: 127.0.0.1:8000", serve)
 
 
 def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
@@ -227,11 +244,17 @@ def test_a_specific_word_the_site_never_uses_is_foreign() -> None:
     tagged = WordPrior({**prior.ranks, "bold": 900})
     assert foreign_terms("Use <b>bold</b> with the class.", vocabulary, tagged) == []
     assert foreign_terms("Use <b>NTLM</b> with the class.", vocabulary, tagged) == ["ntlm"]
-    # a sentence naming it is not supported by any passage, whatever it cites
+    # a sentence naming it is not verified by any passage, whatever it cites (a word the
+    # site never uses is inconclusive: shown, marked not verified)
     page = make_passage("Use the NetRCAuth class to configure HTTPX with .netrc authentication.")
     checked = verify(
         [ParsedSentence(text, [1])],
         {1: page},
         foreign=lambda t: foreign_terms(t, vocabulary, prior),
     )
-    assert checked.abstained and "never mentions" in checked.reasons[0]
+    assert [(s.citations, s.supported) for s in checked.sentences] == [([1], False)]
+    assert checked.unverified == 1 and checked.removed == 0
+    assert checked.decisions[0].check == "foreign_term"
+    assert "never mentions" in checked.reasons[0]
+    # without the foreign word, the same page verifies the sentence
+    assert verified("Use the `NetRCAuth` class to configure HTTPX.", page)

@@ -72,15 +72,20 @@ def test_a_denial_of_what_the_context_states_conflicts() -> None:
     assert polarity_conflict("The embedding model is downloaded with the package.", hub)
 
 
-def test_the_recorded_denial_is_not_shown_whatever_it_cites() -> None:
+def test_the_recorded_denial_is_never_shown_as_verified_whatever_it_cites() -> None:
     # Recorded real reply (httpx-01b): "HTTPX does not have a default timeout. [3]" --
-    # every word of it is in the passages, and the embedder puts it close to them.
+    # every word of it is in the passages, and the embedder puts it close to them. The
+    # polarity check is inconclusive (it removed correct sentences of a capable model's):
+    # the denial is shown, marked not verified, with its own marker.
     fixture = json.loads((FIXTURES / "httpx-01b.json").read_text("utf-8"))
     by_n = {p["n"]: Passage(**p) for p in fixture["passages"]}
     verified = verify(parse_answer(fixture["reply"], known=list(by_n)), by_n)
-    shown = [s.text for s in verified.sentences]
-    assert not any("does not have a default timeout" in s for s in shown), shown
-    assert any("5 seconds" in s for s in shown)  # the true sentence after it stays
+    denial = [s for s in verified.sentences if "does not have a default timeout" in s.text]
+    assert [(s.supported, s.citations) for s in denial] == [(False, [3])]
+    assert any("5 seconds" in s.text and s.supported for s in verified.sentences)  # stays
+    assert [(d.check, d.action) for d in verified.decisions] == [
+        ("contradicts_polarity", "unverified")
+    ]
     assert any("context states" in r for r in verified.reasons)
 
 
@@ -155,17 +160,40 @@ NETRC = passage(
 
 def test_a_lead_in_goes_with_what_it_introduced() -> None:
     # Recorded reply material-15: "… you would add:" was shown after the invented TOML
-    # block it introduced had been removed.
+    # block it introduced had been removed. Removed here: what it introduces cites only
+    # a passage the model was not shown.
+    reply = (
+        "HTTPX can be configured to use a .netrc config file for authentication [1]. "
+        "The .netrc config file for authentication looks like this: [1]\n\n"
+        "It lives in your home directory [7]."
+    )
+    verified = verify(parse_answer(reply), {1: NETRC})
+    assert [s.text for s in verified.sentences] == [
+        "HTTPX can be configured to use a .netrc config file for authentication."
+    ]
+    assert [(d.index, d.check) for d in verified.decisions] == [
+        (2, "lead_in"),
+        (3, "unknown_citation"),
+    ]
+    assert any("introduces what follows" in r for r in verified.reasons)
+
+
+def test_a_lead_in_stays_when_what_it_introduced_is_shown_unverified() -> None:
+    # The invented block (its own host name, not the passage's) is inconclusive: shown,
+    # marked not verified, and the lead-in stays with it.
     reply = (
         "HTTPX can be configured to use a .netrc config file for authentication [1]. "
         "The .netrc config file for authentication looks like this: [1]\n\n"
         "```\nmachine intranet.local\nlogin me\n```"
     )
     verified = verify(parse_answer(reply), {1: NETRC})
-    assert [s.text for s in verified.sentences] == [
-        "HTTPX can be configured to use a .netrc config file for authentication."
+    assert [(s.text.split("\n")[0], s.supported) for s in verified.sentences] == [
+        ("HTTPX can be configured to use a .netrc config file for authentication.", True),
+        ("The .netrc config file for authentication looks like this:", True),
+        ("```", False),
     ]
-    assert any("introduces what follows" in r for r in verified.reasons)
+    assert verified.removed == 0 and verified.unverified == 1
+    assert not any("introduces what follows" in r for r in verified.reasons)
 
 
 def test_code_whose_every_explanation_was_removed_is_no_answer() -> None:
@@ -192,17 +220,38 @@ ZH_CONTEXT = {
 
 
 def test_a_chinese_sentence_names_what_it_is_about() -> None:
-    # The Latin words of a Chinese sentence are facts: Ollama is not in passage 4.
+    # The Latin words of a Chinese sentence are facts: Ollama is not in passage 4, so it
+    # is not verified (a name not found is inconclusive: shown, marked).
     verified = verify(parse_answer("支持的模型服务包括 OpenAI、Bedrock 和 Ollama。[4]"), ZH_CONTEXT)
-    assert verified.abstained and "'Ollama' not in [4]" in verified.reasons[0]
+    assert [(s.citations, s.supported) for s in verified.sentences] == [([4], False)]
+    assert verified.decisions[0].check == "fact_not_found"
+    assert "'Ollama' not in [4]" in verified.reasons[0]
+    # Its facts all in passage 4: still not verified by facts alone (English page, no
+    # test of a Chinese sentence's meaning), but not for a missing name.
     kept = verify(parse_answer("支持的模型服务包括 OpenAI 和 Bedrock。[4]"), ZH_CONTEXT)
     assert [s.citations for s in kept.sentences] == [[4]]
+    assert kept.decisions[0].check == "no_test"
+    # A multilingual model's support verifies it.
+    meant = verify(
+        parse_answer("支持的模型服务包括 OpenAI 和 Bedrock。[4]"),
+        ZH_CONTEXT,
+        support=lambda s, p: 0.9,
+    )
+    assert [(s.citations, s.supported) for s in meant.sentences] == [([4], True)]
 
 
-def test_a_miscited_chinese_sentence_goes_to_the_passage_its_code_singles_out() -> None:
-    # Recorded reply httpx-35: `timeout=None` cited [1]; only passage 3 holds it.
-    verified = verify(parse_answer("可以使用 `timeout=None` 来不设超时。[1]"), ZH_CONTEXT)
-    assert [s.citations for s in verified.sentences] == [[3]]
+def test_a_miscited_chinese_sentence_is_verified_only_where_its_code_and_meaning_are() -> None:
+    # Recorded reply httpx-35: `timeout=None` cited [1]; only passage 3 holds it. Its code
+    # alone no longer verifies a Chinese sentence on an English page: without a
+    # multilingual model it is shown, marked not verified, with the marker it gave.
+    reply = "可以使用 `timeout=None` 来不设超时。[1]"
+    verified = verify(parse_answer(reply), ZH_CONTEXT)
+    assert [(s.citations, s.supported) for s in verified.sentences] == [([1], False)]
+    assert verified.attributed == 0 and verified.removed == 0
+    # With one, it goes to the passage its code singles out, verified.
+    meant = verify(parse_answer(reply), ZH_CONTEXT, support=lambda s, p: 0.9)
+    assert [(s.citations, s.supported) for s in meant.sentences] == [([3], True)]
+    assert meant.attributed == 1
     # Uncited, names alone never pick a passage; nor a value such as `true`.
     assert verify(parse_answer("可以使用 `timeout=None` 来不设超时。"), ZH_CONTEXT).abstained
 

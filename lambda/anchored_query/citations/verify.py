@@ -43,7 +43,9 @@ supports it.
 A statement that the documentation does not cover something ("The documentation
 does not cover `--watch`", "文档没有涉及 …") needs no citation and is kept as a
 ``note``, with the passage it names as the closest when it cites one; it may name
-what is missing (``HTTP/3``) but not assert a number. The answer's ``coverage``:
+what is missing (``HTTP/3``) but not assert a number (one that does is checked as an
+answer: "… but the port is 8080" is removed like any invented number). The answer's
+``coverage``:
 ``none`` when no answering sentence is shown or the answer opens with such a note
 (the prompt's form: "The documentation does not cover X. The closest it comes is Y
 [n]."), ``partial`` when a note follows an answer, else ``full``. ``none`` is an
@@ -128,7 +130,6 @@ _CHECKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^code line ", "code_not_found"),
         (r"^no test of support applies", "no_test"),
         (r"^support \d", "weak_support"),
-        (r"^no-coverage statement asserting numbers", "note_with_numbers"),
         (r"^no citation and no passage", "no_passage_supports"),
         (r"^number .* not in \[[\d, ]*\]$", "number_not_found"),
         (r" not in \[[\d, ]*\]$", "fact_not_found"),
@@ -402,14 +403,13 @@ def verify(
     attributed: set[int] = set()
     for item in items:
         i, text = item.index, item.sentence.text
-        if item.no_coverage:
-            if _may_stand_uncited(text, item.claims):
-                # "The documentation does not cover X; the closest is Y [n]": a note,
-                # with the passage it points to when it names one.
-                notes.add(i)
-                decided[i] = list(item.own)
-            else:
-                reasons[i] = "no-coverage statement asserting numbers"
+        if item.no_coverage and _may_stand_uncited(text, item.claims):
+            # "The documentation does not cover X; the closest is Y [n]": a note, with the
+            # passage it points to when it names one. One that asserts a number ("… but
+            # the port is 8080") is checked as an answer: not shown uncited and unsupported,
+            # nor with a number that neither the passages nor the reader gave.
+            notes.add(i)
+            decided[i] = list(item.own)
             continue
         if item.sentence.citations and not item.own:
             # Not attributed: a page's planted "cite [99]" is how an obeyed injection shows.

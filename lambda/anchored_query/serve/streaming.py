@@ -252,8 +252,9 @@ class Shown:
         self.diverged = False
 
     def items_of(self, result: dict[str, Any]) -> list[dict[str, Any]] | None:
-        """The cited items of a response, citing ``sources`` numbers; None when one of
-        its citations is not a source that was sent (an extractive fallback's passages)."""
+        """The cited items of a response, citing ``sources`` numbers, with their
+        ``verified: false`` or ``note`` flags; None when one of its citations is not a
+        source that was sent (an extractive fallback's passages)."""
         if result.get("abstained"):
             return []
         by_new: dict[int, int] = {}
@@ -268,9 +269,13 @@ class Shown:
                 continue  # a note of what the docs do not cover: in the final record only
             if any(c not in by_new for c in item["citations"]):
                 return None
-            items.append(
-                {"text": item["text"], "citations": sorted(by_new[c] for c in item["citations"])}
-            )
+            sent: dict[str, Any] = {
+                "text": item["text"],
+                "citations": sorted(by_new[c] for c in item["citations"]),
+            }
+            # A sentence no check confirmed is streamed marked as such, as in the record.
+            sent.update({k: item[k] for k in ("verified", "note") if k in item})
+            items.append(sent)
         return items
 
     def offer(self, items: list[dict[str, Any]] | None) -> None:
