@@ -35,6 +35,8 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "build": ("bench_build.py", []),
     "cold-start": ("bench_cold_start.py", []),
     "fuzz": ("fuzz.py", []),
+    "verifier": ("bench_verifier.py", []),  # recorded, labelled replies (issue 27)
+    "stream-verify": ("bench_stream_verify.py", []),
     "llmstxt": ("bench_llmstxt.py", []),  # needs pip install mkdocs-llmstxt
     "load": ("load.py", []),
     # heavy: run only when named (--only build scale prints the whole CI-scale table)
