@@ -28,7 +28,7 @@ from anchored_query.settings import Settings  # noqa: E402
 from fakes import FakeOpenAIServer, RecordedRequest, Reply, quote_passages  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
-DEFAULT_INDEX = Path("/tmp/anchored-bench/realdocs/material/index")
+DEFAULT_INDEX = ""  # the Material site, built by realdocs.py when missing
 QUESTION = "How do I change the color palette of my site?"
 
 
@@ -48,10 +48,15 @@ def timed(call: Any) -> tuple[float, float, Any]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--index", default=str(DEFAULT_INDEX))
+    p.add_argument("--index", default=DEFAULT_INDEX)
     p.add_argument("--paragraphs", default="45,90")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
+    if not args.index:
+        sys.path.insert(0, str(TESTS / "bench"))
+        import realdocs
+
+        args.index = str(realdocs.build("material", realdocs.DEFAULT_OUT, stale_ok=True) / "index")
     rows = []
     with FakeOpenAIServer() as llm:
         settings = Settings(
