@@ -503,7 +503,19 @@ def test_best_passage_in_context_supports_an_uncited_sentence() -> None:
         "Set use_directory_urls to false in mkdocs.yml when browsing from the file system."
     )
     assert [s.citations for s in result.sentences] == [[9], [7]]
-    assert result.attributed == 1
+    # The model gave the second sentence no source at all (no marker, none in its
+    # paragraph, no footer): shown with the passage that supports it, marked.
+    assert [s.supported for s in result.sentences] == [True, False]
+    assert result.attributed == 0 and result.unverified == 1
+    assert [(d.check, d.action) for d in result.decisions] == [("uncited", "unverified")]
+
+
+def test_a_paragraph_marker_is_a_source_for_the_sentences_before_it() -> None:
+    result = check(
+        "Set use_directory_urls to false in mkdocs.yml when browsing from the file system. "
+        "Run mkdocs gh-deploy to push the site [9]."
+    )
+    assert all(s.supported for s in result.sentences) and result.unverified == 0
 
 
 def test_uncited_sentence_no_passage_supports_is_dropped() -> None:

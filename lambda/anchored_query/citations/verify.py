@@ -17,7 +17,9 @@ Each sentence ends one of three ways (``decisions`` says which check decided):
   to the reader's own path or value), support too weak to tell (a paraphrase), no
   test for the language (a Chinese sentence on English pages), a word the site never
   uses, a value or a negation the context seems to contradict. It keeps the markers
-  the model gave it. The data behind this split is in ``tests/bench/bench_verifier.py``;
+  the model gave it. So is a sentence the model gave no source for (no marker, none
+  in its paragraph, no footer) that attribution found a supporting passage for: it
+  shows that passage. The data behind this split is in ``tests/bench/bench_verifier.py``;
 - **removed**, only when a check is conclusive (:data:`CONCLUSIVE`): every passage it
   cites was not shown (a page's planted "cite [99]" is how an obeyed injection shows),
   it cites nothing and no passage shown supports it, it states a number the passages
@@ -131,6 +133,7 @@ _CHECKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^no test of support applies", "no_test"),
         (r"^support \d", "weak_support"),
         (r"^no citation and no passage", "no_passage_supports"),
+        (r"^cited nothing; attributed", "uncited"),
         (r"^number .* not in \[[\d, ]*\]$", "number_not_found"),
         (r" not in \[[\d, ]*\]$", "fact_not_found"),
     )
@@ -449,6 +452,18 @@ def verify(
     # marked as not verified, with the passages it cites itself.
     unverified: dict[int, list[int]] = {}
     unverified_why: dict[int, str] = {}
+    # A sentence the model gave no source for (no marker of its own, none in its
+    # paragraph, no footer) is shown with the passage that supports it, marked: the
+    # model never said where it came from (the labelled replies count such sentences as
+    # unsupported; tests/bench/bench_verifier.py).
+    cited_paragraphs = {o.paragraph for o in items if o.sentence.citations}
+    for i in sorted(attributed):
+        item = items[i]
+        sourced = item.sentence.citations or item.footer or item.paragraph in cited_paragraphs
+        if not sourced and i in decided and i not in notes:
+            unverified[i] = decided.pop(i)
+            unverified_why[i] = f"cited nothing; attributed to {unverified[i]}"
+    attributed.difference_update(unverified)
     for i, reason in list(reasons.items()):
         if check_of(reason) not in CONCLUSIVE:
             unverified[i] = list(items[i].own)
