@@ -623,16 +623,20 @@ def test_anchored_serve_serves_nothing_outside_the_built_site(
     assert b"site_name" not in body and b"anchored-index" not in body
 
 
+# A host name anchored serve answers for (its allowed hosts: issue 23, finding 7).
+LOCAL = b"Host: 127.0.0.1\r\n\r\n"
+
+
 def test_anchored_serve_still_serves_the_site(served: dict[str, Any]) -> None:
     port = served["port"]
     status, _, body = raw_request(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     assert status == 200 and b"anchored" in body
-    status, _, body = raw_request(port, b"GET /guide/configuration/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, _, body = raw_request(port, b"GET /guide/configuration/ HTTP/1.1\r\n" + LOCAL)
     assert status == 200
     # A symlink that stays inside the site is fine (realpath checked, not the name).
     status, _, _ = raw_request(port, b"GET /inside.html HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     assert status == 200
-    status, _, body = raw_request(port, b"GET /v1/search?q=port HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, _, body = raw_request(port, b"GET /v1/search?q=port HTTP/1.1\r\n" + LOCAL)
     assert status == 200 and json.loads(body)["results"]
 
 
@@ -648,7 +652,7 @@ def test_anchored_serve_cannot_be_framed_or_sniffed(served: dict[str, Any]) -> N
         b"/nope",
         b"/v1/search?q=port",
     ):
-        status, headers, _ = raw_request(port, b"GET " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        status, headers, _ = raw_request(port, b"GET " + target + b" HTTP/1.1\r\n" + LOCAL)
         assert status in (200, 404), target
         lowered = {k.lower(): v for k, v in headers.items()}
         assert lowered.get("x-frame-options", "").upper() == "SAMEORIGIN", target
