@@ -21,7 +21,7 @@ def test_mcp_session_transcript_and_picture(qa_index: Path, tmp_path: Path) -> N
             pytest.fail(f"Chromium is missing at {CHROMIUM}")
         pytest.skip(f"Chromium is missing at {CHROMIUM}")
     t = record(qa_index, tmp_path)
-    assert t.tools == ["search_docs", "ask_docs", "read_section"]
+    assert t.tools == ["search_docs", "ask_docs", "read_section", "read_page"]
     assert t.server.startswith("anchored-docs ") and t.protocol
     listed, search, ask, read, wrong = t.steps
     assert listed.request == "tools/list" and "ask_docs(question, include, exclude)" in listed.reply

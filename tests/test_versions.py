@@ -412,4 +412,4 @@ def test_widget_in_chromium_on_the_mike_site(mike_site: MikeSite, tmp_path: Path
         code, out = _run(cmd, cwd=BROWSER, env=node_env, timeout=300)
     assert code == 0, f"versions.test.js failed (exit {code}):\n{out}"
     passed = re.search(r"^# pass (\d+)$", out, re.M)
-    assert passed and int(passed.group(1)) == 7, out  # 3 in Chromium, 4 without
+    assert passed and int(passed.group(1)) == 8, out  # 3 in Chromium, 5 without

@@ -205,6 +205,8 @@ test('Use these docs in your editor: the MCP snippets for the function\'s /mcp, 
   await until(async () => (await page.evaluate(() => navigator.clipboard.readText())).startsWith('claude mcp add'));
   await page.keyboard.press('Escape');
   await page.waitForSelector('dialog.anchored-editor', { state: 'hidden' });
+  // The dialog hands focus back as it closes: wait for it (a busy machine is slow to), then check.
+  await until(async () => (await focused(page)) === 'button');
   assert.equal(await focused(page), 'button', 'focus back on the menu button');
   await page.context().close();
 });
