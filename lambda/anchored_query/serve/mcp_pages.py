@@ -10,30 +10,45 @@ when there is one, else the index's pages listed in the llmstxt.org format.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
 from anchored_query.engine import Engine
 from anchored_query.errors import QueryError
-from anchored_query.serve.site import twin_of
+from build_index.index_format import Index
+from build_index.llmstxt import twin_path, twin_url
 
 MAX_PAGE_CHARS = 60_000  # a page's Markdown handed to a client at most
 
 __all__ = ["MAX_PAGE_CHARS", "llms_txt", "page_markdown", "pages_of", "site_url"]
 
 
-def pages_of(engine: Engine) -> dict[str, list[dict[str, Any]]]:
-    """The index's pages (URL relative to the site) -> their sections, in page order."""
-    pages: dict[str, list[dict[str, Any]]] = {}
-    for section_id, section in engine.current().index.sections.items():
-        pages.setdefault(section_id.partition("#")[0], []).append(section)
+_pages: weakref.WeakKeyDictionary[Index, dict[str, list[str]]] = weakref.WeakKeyDictionary()
+
+
+def pages_of(index: Index) -> dict[str, list[str]]:
+    """The index's pages (URL relative to the site) -> their section ids, in page order:
+    from the ids alone (no section is parsed), once per loaded index."""
+    pages = _pages.get(index)
+    if pages is None:
+        pages = {}
+        for section_id in index.sections:
+            pages.setdefault(section_id.partition("#")[0], []).append(section_id)
+        _pages[index] = pages
     return pages
 
 
-def _page_key(engine: Engine, pages: dict[str, list[dict[str, Any]]], wanted: str) -> str:
+def _title(index: Index, ids: list[str]) -> str:
+    """A page's title: its first section's."""
+    return str(index.sections[ids[0]].get("title", "")) if ids else ""
+
+
+def _page_key(engine: Engine, index: Index, wanted: str) -> str:
     """The page ``wanted`` names: its URL (relative or absolute, a twin's ``.md`` URL
     too) or its title (case aside)."""
+    pages = pages_of(index)
     site = site_url(engine)
     ref = wanted.strip()
     if site and ref.startswith(site):
@@ -48,8 +63,8 @@ def _page_key(engine: Engine, pages: dict[str, list[dict[str, Any]]], wanted: st
         if candidate in pages:
             return candidate
     folded = wanted.strip().casefold()
-    for page, sections in pages.items():
-        if sections and str(sections[0].get("title", "")).strip().casefold() == folded:
+    for page, ids in pages.items():
+        if _title(index, ids).strip().casefold() == folded:
             return page
     raise QueryError(
         404,
@@ -69,13 +84,13 @@ def site_url(engine: Engine) -> str:
 def page_markdown(engine: Engine, wanted: str, site_dir: Path | None = None) -> dict[str, Any]:
     """The page ``wanted`` names as Markdown: ``page``, ``title``, ``url``, ``markdown``,
     ``source`` (``twin`` or ``index``) and ``truncated``."""
-    pages = pages_of(engine)
-    page = _page_key(engine, pages, wanted)
-    sections = pages[page]
+    index = engine.current().index
+    page = _page_key(engine, index, wanted)
+    sections = [index.sections[sid] for sid in pages_of(index)[page]]
     title = str(sections[0].get("title", "")) if sections else page
     text, source = None, "index"
-    twin = twin_of(page)
-    if site_dir is not None and twin is not None:
+    twin = twin_path(page)
+    if site_dir is not None:
         path = (site_dir / twin).resolve()
         if path.is_file() and site_dir.resolve() in path.parents:
             text, source = path.read_text(encoding="utf-8"), "twin"
@@ -114,15 +129,16 @@ def llms_txt(engine: Engine, site_dir: Path | None = None) -> str:
     """The site's ``llms.txt``: the build's, else the index's pages in its format."""
     if site_dir is not None and (site_dir / "llms.txt").is_file():
         return (site_dir / "llms.txt").read_text(encoding="utf-8")
-    pages = pages_of(engine)
+    index = engine.current().index
+    pages = pages_of(index)
     site = site_url(engine)
-    first = next(iter(pages.values()), [])
-    name = str(first[0].get("title", "")) if first else ""
+    name = _title(index, next(iter(pages.values()), []))
     lines = [f"# {name or 'Documentation'}", "", "## Pages", ""]
-    for page, sections in pages.items():
-        title = str(sections[0].get("title", "")) or page or "Home"
-        twin = twin_of(page) or page
-        summary = " ".join(str(sections[0].get("text", "")).split())[:120]
+    for page, ids in pages.items():
+        first = index.sections[ids[0]]
+        title = str(first.get("title", "")) or page or "Home"
+        twin = twin_url(page)
+        summary = " ".join(str(first.get("text", "")).split())[:120]
         link = urljoin(site, twin) if site else twin
         lines.append(f"- [{title}]({link})" + (f": {summary}" if summary else ""))
     return "\n".join(lines) + "\n"

@@ -18,6 +18,8 @@ from starlette.responses import FileResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
+from build_index.llmstxt import twin_path
+
 __all__ = ["SiteFiles", "prefers_markdown", "twin_of"]
 
 _MARKDOWN = ("text/markdown", "text/x-markdown")
@@ -48,18 +50,18 @@ def prefers_markdown(accept: str) -> bool:
 
 
 def twin_of(path: str) -> str | None:
-    """The twin's path (relative to the site) of the page at ``path``, None for a path
-    that names another kind of file (``assets/app.js``)."""
+    """The twin's path (relative to the site) of the page a request path names, None for
+    a path that names another kind of file (``assets/app.js``). The convention is the
+    build's (:func:`build_index.llmstxt.twin_path`); this only turns a request path
+    (``.`` for the root, no trailing slash) into the page URL it names."""
     path = path.lstrip("/")
     if path in ("", "."):
-        return "index.md"
-    if path.endswith("/"):
-        return f"{path}index.md"
-    if path.endswith(".html"):
-        return path[: -len(".html")] + ".md"
+        return twin_path("")
+    if path.endswith(("/", ".html", ".htm")):
+        return twin_path(path)
     if "." in PurePosixPath(path).name:
         return None
-    return f"{path}/index.md"
+    return twin_path(path + "/")
 
 
 class SiteFiles(StaticFiles):
