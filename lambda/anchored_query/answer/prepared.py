@@ -27,13 +27,9 @@ class Prepared:
     passages: list[Passage]
     timings: dict[str, float]
     started: float
+    # The question analysed once (question/analysis.py): every later step reads it.
+    question: Question
     reason: str = ""  # set when the extractive answer replaces the LLM's
     fallback: str = ""
     # The reader's language and where the hits come from (languages.py).
     language: languages.LanguageChoice = field(default_factory=languages.LanguageChoice)
-    # The question analysed once (question/analysis.py): every later step reads it.
-    question: Question = field(default_factory=lambda: Question.of(""))
-
-    def __post_init__(self) -> None:
-        if not self.question.text:
-            self.question = Question.of(self.request.question, self.request.history)
