@@ -402,8 +402,9 @@ def test_an_endless_chunked_body_is_cut_off_at_the_limit(
         status, _, body = read_response(sock, timeout_s=10)
     assert status == 413 and json.loads(body)["error"]["code"] == "too_large"
     assert sent < cap, "the server read the whole body"
-    # The app stopped reading at the limit (plus at most one network read).
-    assert app.received <= limit + 65536 + len(chunk)
+    # The app stopped reading at the limit, plus at most one network read: asyncio reads up
+    # to 256 KiB a time, and on a loaded machine one read can hold several of our chunks.
+    assert app.received <= limit + 256 * 1024 + len(chunk)
 
 
 def test_overlong_urls_and_headers_are_refused_by_the_server(
