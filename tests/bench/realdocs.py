@@ -48,7 +48,12 @@ REALDOCS = REPO.parent / "shared" / "realdocs"
 DATA = Path(__file__).resolve().parent / "data" / "realdocs"
 DEFAULT_OUT = Path("/tmp/anchored-bench/realdocs")
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-SITES = ("mkdocs", "httpx", "material", "anchored")
+SITES = ("mkdocs", "httpx", "material", "anchored", "starlette")
+# Real docs that are not in ../shared (the reader model's training corpora, issue 26):
+# ``git archive`` of the project's docs/ and mkdocs.yml, unpacked in <EXTRA>/<site>.
+# starlette: encode/starlette at cb8f84f5 (Version 0.47.3).
+EXTRA = Path(os.environ.get("ANCHORED_EXTRA_DOCS", "/tmp/anchored-bench/extradocs"))
+EXTRA_SITES = ("starlette",)
 STYLES = {"short", "long", "typo", "followup", "zh", "unanswerable"}
 
 # Top-level keys whose whole block is dropped, and nested lines dropped alone.
@@ -61,7 +66,8 @@ _CODE_DIRS = ("build_index", "plugin")
 
 def source_of(site: str) -> tuple[Path, Path]:
     """The site's ``mkdocs.yml`` and its docs folder."""
-    yml = REPO / "mkdocs.yml" if site == "anchored" else REALDOCS / site / "mkdocs.yml"
+    root = EXTRA if site in EXTRA_SITES else REALDOCS
+    yml = REPO / "mkdocs.yml" if site == "anchored" else root / site / "mkdocs.yml"
     if not yml.exists():
         raise SystemExit(f"{yml} is missing")
     return yml, yml.parent / docs_dir_of(yml.read_text("utf-8"))
@@ -345,7 +351,9 @@ def summarise(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--sites", nargs="+", choices=SITES, default=list(SITES))
+    parser.add_argument(
+        "--sites", nargs="+", choices=SITES, default=[s for s in SITES if s not in EXTRA_SITES]
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--force", action="store_true", help="rebuild even when unchanged")
     parser.add_argument("--check", action="store_true", help="check the question sets")
