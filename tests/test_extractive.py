@@ -205,13 +205,19 @@ def test_an_options_section_brings_its_default_line(retriever: Retriever) -> Non
     assert "'127.0.0.1:8000'" in text_of(payload)
 
 
-def test_a_table_row_comes_with_its_header(retriever: Retriever) -> None:
+def test_a_table_row_comes_as_a_table_with_its_header_and_only_the_rows_that_match(
+    retriever: Retriever,
+) -> None:
     payload = ask(retriever, "How do I change the keyboard shortcut that opens the dialog?")
     assert not payload["abstained"]
     rows = [i["text"] for i in payload["answer"] if "widget_shortcut" in i["text"]]
     assert rows, text_of(payload)
-    assert rows[0].startswith("option: widget_shortcut; default: /; meaning: Key that opens")
-    assert "|" not in rows[0]
+    lines = rows[0].split("\n")
+    assert lines[:2] == ["| option | default | meaning |", "|---|---|---|"], rows[0]
+    assert lines[2].startswith("| widget_shortcut | / | Key that opens"), rows[0]
+    # The other options' rows of the same short section are not the answer.
+    assert len(lines) == 3 and "widget_title" not in rows[0], rows[0]
+    assert "option: " not in text_of(payload)  # never "name: value; …" prose
 
 
 def test_refuses_an_off_topic_question_and_names_the_closest_sections(
@@ -299,8 +305,9 @@ def test_bare_passages_without_an_index_are_quoted_with_their_table_header() -> 
     result = answer_extractively("What is the default of strict?", [passage], min_confidence=0.0)
     assert not result.abstained
     items = [item for quote in result.quotes for item in quote.items]
-    assert "option: strict; default: false" in items
-    assert result.quotes[0].passage.highlight == "strict | false enabled | true"
+    assert "| option | default |\n|---|---|\n| strict | false |" in items
+    # Only the row asked about is quoted, and highlighted.
+    assert result.quotes[0].passage.highlight == "strict | false"
 
 
 def test_units_split_prose_from_code_merged_into_one_chunk() -> None:

@@ -36,3 +36,39 @@ def test_a_line_that_quotes_the_question_is_not_its_answer() -> None:
     # Without the answering section, the quoting line is still what there is to quote.
     alone = answer_extractively(question, [quoting], min_confidence=0.0)
     assert alone.quotes and alone.quotes[0].passage.anchor == "benchmarks"
+
+
+def test_structure_is_kept_lists_as_lists_tables_as_tables_code_titles_as_captions() -> None:
+    from anchored_query.citations.units import render, section_units
+
+    text = (
+        "Install it, then:\n"
+        "add the plugin\n"
+        "build the site\n"
+        "mkdocs.yml\n"
+        "plugins:\n  - anchored\n"
+        "option | default\n"
+        "strict | false\n"
+        "lang | en"
+    )
+    lead, item1, item2 = "Install it, then:", "add the plugin", "build the site"
+    at = text.index
+    chunks = [
+        {"type": "text", "offsets": [0, len(lead)]},
+        {"type": "list", "offsets": [at(item1), at(item2) + len(item2)]},
+        {"type": "text", "offsets": [at("mkdocs.yml"), at("mkdocs.yml") + 10]},
+        {"type": "table", "offsets": [at("option"), len(text)]},
+    ]
+    code_start = at("plugins:")
+    code = [[code_start, code_start + len("plugins:\n  - anchored"), "yaml"]]
+    units = section_units(text, chunks, code)
+    items = render([u for u in units if u.kind != "header"])
+    assert items == [
+        lead,
+        "- add the plugin",
+        "- build the site",
+        '```yaml title="mkdocs.yml"\nplugins:\n  - anchored\n```',
+        "| option | default |\n|---|---|\n| strict | false |\n| lang | en |",
+    ], items
+    # A file name that is not above a code block stays a line of its own.
+    assert render([u for u in units if u.text == "mkdocs.yml"]) == ["mkdocs.yml"]

@@ -215,6 +215,7 @@ function codeBlock(ctx, r, b) {
       'div',
       { class: 'anchored-code__bar' },
       el('span', { class: 'anchored-code__lang', text: b.lang || 'code' }),
+      b.title ? el('span', { class: 'anchored-code__title', text: b.title }) : null,
       b.item && b.item.verified === false ? unverifiedMark() : null,
       cs.length ? el('span', { class: 'anchored-code__cites' }, cs) : null,
       copyButton(ctx, 'Copy code', () => b.code, 'Copy', 'anchored-code__copy'),
@@ -228,8 +229,22 @@ function entry(ctx, r, b, e) {
   return b.type === 'p' ? sentence(ctx, r, e) : el('li', {}, sentence(ctx, r, e));
 }
 
+// A table: its header and rows (each cell's inline Markdown), the citations below it.
+function tableBlock(ctx, r, b) {
+  const cs = chips(ctx, r, b.item);
+  const cells = (tag, row) => el('tr', {}, row.map((nodes) => el(tag, tag === 'th' ? { scope: 'col' } : {}, inline(ctx, nodes))));
+  return el(
+    'div',
+    { class: 'anchored-table' },
+    el('table', { class: 'anchored-sentence' }, el('thead', {}, cells('th', b.header)), el('tbody', {}, b.rows.map((row) => cells('td', row)))),
+    b.item && b.item.verified === false ? unverifiedMark() : null,
+    cs.length ? el('div', { class: 'anchored-table__cites' }, cs) : null,
+  );
+}
+
 function block(ctx, r, b) {
   if (b.type === 'code') return codeBlock(ctx, r, b);
+  if (b.type === 'table') return tableBlock(ctx, r, b);
   if (b.type === 'p') return el('p', { class: 'anchored-p' }, b.items.map((e) => entry(ctx, r, b, e)));
   return el(
     b.ordered ? 'ol' : 'ul',

@@ -5,22 +5,55 @@ import { citationPath, resolveUrl } from './text.js';
 
 // Inline: `code`, **bold**, *italic*, [text](link to this site), backslash escapes.
 // Blocks, one per answer item: an item starting with ``` (or ~~~) is a fenced code block,
-// one starting with "- " / "* " / "1. " is a list item, anything else is paragraph prose.
+// a `| a | b |` line, a `|---|---|` rule and rows is a table, one starting with "- " /
+// "* " / "1. " is a list item, anything else is paragraph prose.
 // Nothing here ever produces HTML: the result is a tree of plain objects holding strings.
 
 const FENCE = /^(`{3,}|~{3,})[ \t]*([^\n]*)\n?([\s\S]*)$/;
 const LIST_ITEM = /^[ \t]*(?:([-*+])|(\d{1,9})[.)])[ \t]+(?=\S)/;
 const MAX_DEPTH = 6; // links nested deeper than this stay text
 
-/** A fenced code block item → {lang, code}; null when `text` is not one. */
+const TABLE_RULE = /^\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?$/;
+
+/** The cells of one table line (`| a | b |`); `\|` is a pipe inside a cell. */
+function tableCells(line) {
+  const s = line.trim().replace(/^\|/, '').replace(/(^|[^\\])\|$/, '$1');
+  const cells = [];
+  let cur = '';
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] === '\\' && s[i + 1] === '|') {
+      cur += '|';
+      i++;
+    } else if (s[i] === '|') {
+      cells.push(cur.trim());
+      cur = '';
+    } else cur += s[i];
+  }
+  cells.push(cur.trim());
+  return cells;
+}
+
+/** A table item (a header line, a `|---|` rule, rows) → {header, rows}; null when not one. */
+export function parseTable(text) {
+  const lines = String(text || '').trim().split('\n');
+  if (lines.length < 3 || !TABLE_RULE.test(lines[1].trim())) return null;
+  if (!lines.every((l) => l.trim().startsWith('|'))) return null;
+  const header = tableCells(lines[0]);
+  const fit = (cells) => header.map((_, k) => cells[k] || '');
+  return { header, rows: lines.slice(2).map((l) => fit(tableCells(l))) };
+}
+
+/** A fenced code block item → {lang, title, code}; null when `text` is not one. The info
+ * string may carry the block's title as themes show it: ```yaml title="mkdocs.yml". */
 export function parseFence(text) {
   const m = FENCE.exec(String(text || '').trim());
   if (!m) return null;
   const lang = (m[2].trim().split(/\s+/)[0] || '').replace(/^\{?\.?/, '').replace(/\}$/, '');
+  const title = (/\btitle="([^"]*)"/.exec(m[2]) || [])[1] || '';
   let code = m[3];
   const close = new RegExp('\\n?[ \\t]*' + (m[1][0] === '`' ? '`' : '~') + '{' + m[1].length + ',}[ \\t]*$');
   code = code.replace(close, '');
-  return { lang: /^[\w+#.-]{1,32}$/.test(lang) ? lang.toLowerCase() : '', code };
+  return { lang: /^[\w+#.-]{1,32}$/.test(lang) ? lang.toLowerCase() : '', title: title.slice(0, 120), code };
 }
 
 /** A list item → {ordered, n, text} (marker removed); null when `text` is not one. */
@@ -203,7 +236,14 @@ export function answerBlocks(answer) {
     if (!text) continue;
     const fence = parseFence(text);
     if (fence && /^(`{3,}|~{3,})/.test(text)) {
-      blocks.push({ type: 'code', lang: fence.lang, code: fence.code, item });
+      blocks.push({ type: 'code', lang: fence.lang, title: fence.title, code: fence.code, item });
+      last = null;
+      continue;
+    }
+    const table = parseTable(text);
+    if (table) {
+      const cells = (row) => row.map((c) => parseInline(c));
+      blocks.push({ type: 'table', header: cells(table.header), rows: table.rows.map(cells), item });
       last = null;
       continue;
     }
@@ -235,6 +275,9 @@ export function itemText(text, isSafe) {
   const t = String(text || '').trim();
   const fence = /^(`{3,}|~{3,})/.test(t) && parseFence(t);
   if (fence) return fence.code;
+  const table = parseTable(t);
+  // A table reads as its cells, as the DOM's textContent of the drawn table does.
+  if (table) return [table.header, ...table.rows].flat().map((c) => inlineText(parseInline(c), isSafe)).join('');
   const li = parseListItem(t);
   return inlineText(parseInline((li ? li.text : t).replace(/\s*\n\s*/g, ' ')), isSafe);
 }
@@ -271,10 +314,17 @@ export function toMarkdown(reply, hrefFor, linkFor = () => null) {
   const refs = (item) => ((item && item.citations) || []).map((n) => ` [${n}]`).join('');
   const body = answerBlocks(reply.answer)
     .map((b) => {
+      if (b.type === 'table') {
+        const row = (cells) => `| ${cells.map((n) => inlineMarkdown(n, linkFor).replace(/\|/g, '\\|')).join(' | ')} |`;
+        const lines = [row(b.header), `|${'---|'.repeat(b.header.length)}`, ...b.rows.map(row)];
+        const cited = refs(b.item).trim();
+        return lines.join('\n') + (cited ? `\n\n${cited}` : '');
+      }
       if (b.type === 'code') {
         const longest = Math.max(2, ...(b.code.match(/^`+/gm) || []).map((r) => r.length));
         const fence = '`'.repeat(longest + 1);
-        return `${fence}${b.lang}\n${b.code}\n${fence}`;
+        const title = b.title ? ` title="${b.title.replace(/"/g, "'")}"` : '';
+        return `${fence}${b.lang}${title}\n${b.code}\n${fence}`;
       }
       const lines = b.items.map(({ item, nodes }, k) => {
         const text = inlineMarkdown(nodes, linkFor) + refs(item);

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,12 @@ class Tally:
     zh_top10: int = 0
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)  # characters shown, per answer
+    run_on: int = 0  # answers showing table rows or list items as run-on prose
+
+
+# Table rows flattened into prose ("option: x; default: y; meaning: z"), the old rendering.
+_RUN_ON = re.compile(r"(?:^|; )[\w .-]{1,40}: [^;\n]{1,200}; [\w .-]{1,40}: ")
 
 
 def norm(text: str) -> str:
@@ -271,6 +278,9 @@ def url_to_id(url: str) -> str:
 def score(row: dict[str, Any], payload: dict[str, Any], tally: Tally) -> dict[str, Any]:
     text = norm(" ".join(s["text"] for s in payload["answer"]))
     abstained = bool(payload["abstained"])
+    if not abstained:
+        tally.lengths.append(len(text))
+        tally.run_on += any(_RUN_ON.search(s["text"]) for s in payload["answer"])
     detail: dict[str, Any] = {
         "abstained": abstained,
         "answer": [s["text"] for s in payload["answer"]],
@@ -312,7 +322,8 @@ def row_of(name: str, label: str, t: Tally, n: int) -> str:
         f"| {pct(t.refused, t.unanswerable)} | {pct(t.fact_hits, t.with_facts)} "
         f"| {pct(t.gold_first, t.answered)} | {pct(t.zh_top10, t.zh)} "
         f"| {quantile(t.times, 0.5):.0f} | {quantile(t.times, 0.95):.0f} "
-        f"| {quantile(t.cpu, 0.5):.0f} |"
+        f"| {quantile(t.cpu, 0.5):.0f} | {quantile([float(x) for x in t.lengths], 0.5):.0f} "
+        f"/ {max(t.lengths, default=0)} | {t.run_on} |"
     )
 
 
@@ -379,9 +390,9 @@ def main() -> None:
     print(f"\nsplit of the realdocs sets: {args.split}")
     print(
         "\n| set | questions | answerer | answered | refused | fact | gold | zh@10 "
-        "| ask p50 ms | ask p95 ms | CPU p50 ms |"
+        "| ask p50 ms | ask p95 ms | CPU p50 ms | chars p50 / max | run-on |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
     if args.scale:
         site, _, size = args.scale.partition(":")

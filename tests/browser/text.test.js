@@ -1,7 +1,7 @@
 // plugin/assets/text.js and markdown.js are plain logic: tested in Node without a browser.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { answerBlocks, itemText, parseFence, parseInline, siteLink, toMarkdown } from '../../plugin/assets/markdown.js';
+import { answerBlocks, inlineText, itemText, parseFence, parseInline, siteLink, toMarkdown } from '../../plugin/assets/markdown.js';
 import {
   citationHref,
   citationPath,
@@ -178,10 +178,10 @@ test('links: [text](url) parsed; only links that stay under the site root are li
 });
 
 test('blocks: code fences with a language, list runs, paragraphs; citations stay with their item', () => {
-  assert.deepEqual(parseFence('```yaml\na: 1\n```'), { lang: 'yaml', code: 'a: 1' });
-  assert.deepEqual(parseFence('~~~ {.python}\nx\n~~~'), { lang: 'python', code: 'x' });
-  assert.deepEqual(parseFence('```<img src=x>\nx\n```'), { lang: '', code: 'x' });
-  assert.deepEqual(parseFence('````md\n```\ninner\n```\n````'), { lang: 'md', code: '```\ninner\n```' });
+  assert.deepEqual(parseFence('```yaml\na: 1\n```'), { lang: 'yaml', title: '', code: 'a: 1' });
+  assert.deepEqual(parseFence('~~~ {.python}\nx\n~~~'), { lang: 'python', title: '', code: 'x' });
+  assert.deepEqual(parseFence('```<img src=x>\nx\n```'), { lang: '', title: '', code: 'x' });
+  assert.deepEqual(parseFence('````md\n```\ninner\n```\n````'), { lang: 'md', title: '', code: '```\ninner\n```' });
   const blocks = answerBlocks([
     { text: 'Intro:', citations: [1] },
     { text: '1. one', citations: [1] },
@@ -198,4 +198,39 @@ test('blocks: code fences with a language, list runs, paragraphs; citations stay
   assert.equal(answerBlocks([{ text: '3. three', citations: [] }])[0].start, 3);
   assert.equal(itemText('```yaml\na: 1\n```'), 'a: 1');
   assert.equal(itemText('- **bold** `x`'), 'bold x');
+});
+
+test('tables: a header, a rule and rows make one table block; cells keep their inline Markdown', () => {
+  const item = {
+    text: '| option | default | meaning |\n|---|---|---|\n| `widget_shortcut` | / | Key that opens the dialog; `a\\|b` is one cell. |',
+    citations: [2],
+  };
+  const [b] = answerBlocks([item]);
+  assert.equal(b.type, 'table');
+  assert.equal(b.item, item);
+  assert.equal(b.header.length, 3);
+  assert.equal(b.rows.length, 1);
+  assert.deepEqual(b.rows[0][0], [{ t: 'code', v: 'widget_shortcut' }]);
+  assert.equal(inlineText(b.rows[0][2]), 'Key that opens the dialog; a|b is one cell.');
+  // A short row is filled to the header's width; a missing rule is not a table.
+  const [short] = answerBlocks([{ text: '| a | b |\n|---|---|\n| 1 |', citations: [] }]);
+  assert.deepEqual(short.rows[0].map(inlineText), ['1', '']);
+  assert.equal(answerBlocks([{ text: '| a | b |\n| 1 | 2 |', citations: [] }])[0].type, 'p');
+  // What a reader sees (the drawn table's text) and the Markdown copy.
+  assert.equal(itemText(item.text), 'optiondefaultmeaningwidget_shortcut/Key that opens the dialog; a|b is one cell.');
+  const md = toMarkdown({ answer: [item], citations: [{ n: 2, url: 'configuration/#options', title: 'Options' }] }, () => 'https://x/');
+  assert.ok(md.startsWith('| option | default | meaning |\n|---|---|---|\n| `widget_shortcut` | / | Key that opens the dialog; `a\\|b` is one cell. |\n\n[2]'), md);
+});
+
+test('a code block title in the fence info is the block caption, kept in the Markdown copy', () => {
+  const item = { text: '```yaml title="mkdocs.yml"\nplugins:\n  - anchored\n```', citations: [1] };
+  const [b] = answerBlocks([item]);
+  assert.equal(b.type, 'code');
+  assert.equal(b.lang, 'yaml');
+  assert.equal(b.title, 'mkdocs.yml');
+  assert.equal(b.code, 'plugins:\n  - anchored');
+  assert.equal(itemText(item.text), 'plugins:\n  - anchored');
+  const md = toMarkdown({ answer: [item], citations: [] }, () => null);
+  assert.ok(md.startsWith('```yaml title="mkdocs.yml"\nplugins:'), md);
+  assert.equal(parseFence('```bash\nls\n```').title, '');
 });

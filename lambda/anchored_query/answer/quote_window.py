@@ -15,7 +15,8 @@
    "this" brings the line before; later units join while they add more relevance
    than they cost (:data:`_UNIT_COST`), up to :data:`MAX_QUOTE_CHARS`; a short
    section (:data:`SHORT_SECTION`) is quoted whole; a table row is shown with
-   its header's names; an option's section brings its ``default:`` line.
+   its table's header and with only the rows that match the question about as
+   well (:data:`ROW_MATCH`); an option's section brings its ``default:`` line.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
 
 MAX_SECTIONS = 5  # sections read, best first by retrieval
 MAX_QUOTE_CHARS = 900  # a quote grows by neighbours only up to this size
+ROW_MATCH = 0.6  # of the best row's score: a table row quoted beside it
 MAX_FOLLOWING = 6  # lines a lead-in brings
 # Characters: a section this short is quoted whole (within MAX_QUOTE_CHARS, so nothing
 # of it, code or default, is left out). 400 before round 7; 800 was chosen on the dev sets.
@@ -142,7 +144,8 @@ def quote_window(section: Section, best: Unit, scores: dict[int, float], top: fl
     """The best unit with the structure around it (see the module docstring)."""
     units = section.units
     if sum(len(u.text) for u in units) <= SHORT_SECTION:
-        return [u for u in units if u.kind != "header"]  # a short section is quoted whole
+        # A short section is quoted whole, but of a table only the rows that match.
+        return _matching_rows([u for u in units if u.kind != "header"], best, scores, top)
     i = j = best.index
     if best.kind == "code" and i > 0 and units[i - 1].kind == "prose":
         i -= 1  # code with the line that introduces it
@@ -171,7 +174,22 @@ def quote_window(section: Section, best: Unit, scores: dict[int, float], top: fl
     j = _following(units, end) if end > j else j
     window = [u for u in units[i : j + 1] if u.kind != "header"]
     defaults = [u for u in units if _DEFAULT_LINE.match(u.text.strip()) and u not in window]
-    return sorted(window + defaults[:1], key=lambda u: u.index)
+    return _matching_rows(sorted(window + defaults[:1], key=lambda u: u.index), best, scores, top)
+
+
+def _matching_rows(
+    window: list[Unit], best: Unit, scores: dict[int, float], top: float
+) -> list[Unit]:
+    """``window`` with, when a table row is the answer, only the rows that match the
+    question about as well (:data:`ROW_MATCH` of the best): the row asked about, not
+    the whole table. A lead-in's table (the answer is the prose above it) stays whole."""
+    if best.kind != "row":
+        return window
+    return [
+        u
+        for u in window
+        if u.kind != "row" or u is best or scores.get(id(u), 0.0) >= ROW_MATCH * top
+    ]
 
 
 def _tab_label(u: Unit) -> bool:

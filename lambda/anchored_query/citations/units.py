@@ -15,9 +15,10 @@ offsets into that text. :func:`section_units` turns a section into *units*:
   as a line of code has;
 - ``prose``: everything else (a paragraph or a list item).
 
-:func:`render` makes answer items of a window of units: prose as it is, a
-code run as one fenced block with its language guessed from its lines, table
-rows as ``header cell: value`` pairs (so "default: false" reads as it means).
+:func:`render` makes answer items of a window of units: prose as it is (a line
+of a ``list`` chunk as a list item, ``- …``), a code run as one fenced block with
+its language (the index's, else guessed from its lines), and the rows of a table
+as one Markdown table item under the table's header (``| option | default |``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Unit:
     index: int = 0  # position in the section
     language: str = ""  # a code unit's fence language, as the index recorded it
     terms: frozenset[str] = field(default_factory=frozenset)
+    item: bool = False  # a prose unit that is a list item (a line of a ``list`` chunk)
 
     @property
     def lead_in(self) -> bool:
@@ -147,7 +149,7 @@ def section_units(
             else:
                 units.append(Unit("code", start, end, line))
         else:
-            units.append(Unit("prose", start, end, line.strip()))
+            units.append(Unit("prose", start, end, line.strip(), item=ctype == "list"))
         prev_type = ctype
     _bare_keys_open_code(units, text)
     for i, u in enumerate(units):
@@ -183,6 +185,7 @@ def _units_without_code(
         for c in chunks
         if c["type"] == "table"
     )
+    lists = [(int(c["offsets"][0]), int(c["offsets"][1])) for c in chunks if c["type"] == "list"]
     units: list[Unit] = []
     offset = lo
     table_header, in_table = "", False
@@ -194,7 +197,8 @@ def _units_without_code(
         table = next((k for k in kinds if k[0] <= start < max(k[1], k[0] + 1)), None)
         if table is None:
             in_table = False
-            units.append(Unit("prose", start, end, line.strip()))
+            item = any(a <= start < b for a, b in lists)
+            units.append(Unit("prose", start, end, line.strip(), item=item))
             continue
         if table[2]:
             table_header = table[2]
@@ -277,25 +281,51 @@ def guess_language(code: str) -> str:
 def render(window: Sequence[Unit]) -> list[str]:
     """The answer items of a window of units (see the module docstring)."""
     items: list[str] = []
-    for u in window:
-        if u.kind == "code":
+    rows: list[Unit] = []  # the rows of the table being read
+    title = ""  # a code block's title (its file name), the line above it
+    for k, u in enumerate(window):
+        if rows and (u.kind != "row" or u.header != rows[-1].header):
+            items += _table(rows)
+            rows = []
+        following = window[k + 1] if k + 1 < len(window) else None
+        if u.kind == "row":
+            rows.append(u)
+        elif u.kind == "code":
             body = _dedent(u.text)
             fence = "````" if "```" in body else "```"
-            items.append(f"{fence}{u.language or guess_language(body)}\n{body}\n{fence}")
-        elif u.kind == "row":
-            items.append(_row_text(u))
+            info = u.language or guess_language(body)
+            info += f' title="{title}"' if title else ""
+            items.append(f"{fence}{info}\n{body}\n{fence}")
         elif u.kind == "prose":
-            items.append(u.text)
-    return items
+            if following is not None and following.kind == "code" and _FILE_TITLE.fullmatch(u.text):
+                title = u.text  # "mkdocs.yml" above its block: the block's caption
+                continue
+            items.append(f"- {u.text}" if u.item else u.text)
+        title = ""
+    return items + (_table(rows) if rows else [])
 
 
-def _row_text(u: Unit) -> str:
-    cells = [c.strip() for c in u.text.split(" | ")]
-    names = [c.strip() for c in u.header.split(" | ")] if u.header else []
-    if len(names) != len(cells):
-        return u.text
-    pairs = [f"{name}: {cell}" if name else cell for name, cell in zip(names, cells, strict=True)]
-    return "; ".join(p for p, cell in zip(pairs, cells, strict=True) if cell)
+#: A code block's title as themes show it above the block: a file name or path.
+_FILE_TITLE = re.compile(r"[\w.~-]*(?:/[\w.~-]+)*\.[A-Za-z0-9]{1,8}|[\w.~-]+(?:/[\w.~-]+)+")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip().replace("|", "\\|") for c in line.split(" | ")]
+
+
+def _table(rows: Sequence[Unit]) -> list[str]:
+    """Rows of one table as one Markdown table item, under their header; rows whose
+    cells do not line up with the header stay lines of text."""
+    names = _cells(rows[0].header) if rows[0].header else []
+    fit = [r for r in rows if names and len(_cells(r.text)) == len(names)]
+    if not fit:
+        return [r.text for r in rows]
+    lines = [
+        "| " + " | ".join(names) + " |",
+        "|" + "---|" * len(names),
+        *("| " + " | ".join(_cells(r.text)) + " |" for r in fit),
+    ]
+    return ["\n".join(lines)] + [r.text for r in rows if r not in fit]
 
 
 def _dedent(code: str) -> str:

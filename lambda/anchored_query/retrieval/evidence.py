@@ -61,6 +61,38 @@ __all__ = [
     "probability_answerable",
 ]
 
+#: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
+#: term the docs could be missing, so never counted as unknown.
+SHORTHAND = frozenset(
+    [
+        "hw",
+        "u",
+        "ur",
+        "r",
+        "pls",
+        "plz",
+        "thx",
+        "ty",
+        "im",
+        "ive",
+        "id",
+        "idk",
+        "btw",
+        "wanna",
+        "gonna",
+        "dont",
+        "cant",
+        "wont",
+        "doesnt",
+        "isnt",
+        "didnt",
+        "shouldnt",
+        "wouldnt",
+        "aint",
+        "ya",
+    ]
+)
+
 FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical", "cosine")
 
 # Logistic coefficients (intercept first, then FEATURES) per model; "" is the
@@ -148,7 +180,8 @@ def gather_evidence(
         own = {
             t
             for t in asked_terms
-            if not _CJK.search(t) and t not in STOPWORDS  # "whats" stems to "what"
+            # "whats" stems to "what"; chat shorthand stands for a common word.
+            if not _CJK.search(t) and t not in STOPWORDS and t not in SHORTHAND
         }
         if own:
             general = (
