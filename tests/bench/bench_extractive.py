@@ -66,7 +66,7 @@ from build_index.index_format import read_index
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).parent / "data"
-REALDOCS = ("mkdocs", "httpx", "material", "anchored")
+REALDOCS = ("mkdocs", "httpx", "material", "anchored", "uvicorn")  # uvicorn: never tuned on
 REALDOCS_OUT = Path("/tmp/anchored-bench/realdocs")
 OLDER = ("skylark", "fixture", "pkgdocs", "anchored-docs")
 SETS = tuple(f"realdocs:{s}" for s in REALDOCS) + OLDER
