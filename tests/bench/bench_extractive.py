@@ -247,7 +247,9 @@ class Tally:
 
 
 # Table rows flattened into prose ("option: x; default: y; meaning: z"), the old rendering.
-_RUN_ON = re.compile(r"^(?:[\w.-]{1,20}(?: [\w.-]{1,20})?: [^;\n]{1,160}; ){2,}[\w.-]{1,20}(?: [\w.-]{1,20})?: ")
+_RUN_ON = re.compile(
+    r"^(?:[\w.-]{1,20}(?: [\w.-]{1,20})?: [^;\n]{1,160}; ){2,}[\w.-]{1,20}(?: [\w.-]{1,20})?: "
+)
 
 
 def norm(text: str) -> str:

@@ -32,8 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from anchored_query.question.query_forms import search_forms
-from anchored_query.retrieval.reader import passage_of
 from bench_extractive import load_retriever
+from reader_model import passage_of
 from realdocs import DEFAULT_OUT
 
 DATA = Path(__file__).resolve().parent / "data" / "reader"
