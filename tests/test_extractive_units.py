@@ -72,3 +72,27 @@ def test_structure_is_kept_lists_as_lists_tables_as_tables_code_titles_as_captio
     ], items
     # A file name that is not above a code block stays a line of its own.
     assert render([u for u in units if u.text == "mkdocs.yml"]) == ["mkdocs.yml"]
+
+
+def test_a_long_quote_is_cut_to_a_readers_length_with_a_link_to_the_rest() -> None:
+    from anchored_query.answer.extractive import READ_CHARS
+
+    intro = [f"Chapter {i} of the guide is about an unrelated subject." for i in range(8)]
+    lead = "To verify the installation with anchored doctor, check each of these:"
+    steps = [
+        f"Check {i}: the doctor prints one line for part {i} of the installation, "
+        "with what it found and what to do next."
+        for i in range(10)
+    ]
+    passage = _passage(1, "install", "\n".join([*intro, lead, *steps]))
+    result = answer_extractively(
+        "how do I verify the installation with anchored doctor?", [passage], min_confidence=0.0
+    )
+    quote = result.quotes[0]
+    assert quote.items[0] == lead, quote.items
+    # Cut: what shows fits the budget, the rest is a link away, and only what shows is marked.
+    assert quote.items[-1] == "[Continue reading: install](page/#install)", quote.items
+    shown = quote.items[:-1]
+    assert 2 <= len(shown) < 1 + len(steps)
+    assert sum(len(i) for i in shown) <= READ_CHARS + len(steps[0])
+    assert quote.passage.highlight == " ".join(shown)

@@ -242,6 +242,8 @@ class Tally:
     zh_top10: int = 0
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    labelled_near: int = 0  # unanswerable questions answered with the "closest passage" label
+    labelled: int = 0  # answerable questions answered with that label
     lengths: list[int] = field(default_factory=list)  # characters shown, per answer
     run_on: int = 0  # answers showing table rows or list items as run-on prose
 
@@ -287,10 +289,13 @@ def score(row: dict[str, Any], payload: dict[str, Any], tally: Tally) -> dict[st
         "abstained": abstained,
         "answer": [s["text"] for s in payload["answer"]],
     }
+    tentative = not abstained and bool(payload.get("tentative"))
     if not row["answerable"]:
         tally.unanswerable += 1
         tally.refused += abstained
+        tally.labelled_near += tentative
         return detail
+    tally.labelled += tentative
     tally.answerable += 1
     facts = row.get("facts") or []
     tally.with_facts += bool(facts)
@@ -325,7 +330,8 @@ def row_of(name: str, label: str, t: Tally, n: int) -> str:
         f"| {pct(t.gold_first, t.answered)} | {pct(t.zh_top10, t.zh)} "
         f"| {quantile(t.times, 0.5):.0f} | {quantile(t.times, 0.95):.0f} "
         f"| {quantile(t.cpu, 0.5):.0f} | {quantile([float(x) for x in t.lengths], 0.5):.0f} "
-        f"/ {max(t.lengths, default=0)} | {t.run_on} |"
+        f"/ {max(t.lengths, default=0)} | {t.run_on} "
+        f"| {pct(t.refused + t.labelled_near, t.unanswerable)} | {pct(t.labelled, t.answered)} |"
     )
 
 
@@ -392,9 +398,10 @@ def main() -> None:
     print(f"\nsplit of the realdocs sets: {args.split}")
     print(
         "\n| set | questions | answerer | answered | refused | fact | gold | zh@10 "
-        "| ask p50 ms | ask p95 ms | CPU p50 ms | chars p50 / max | run-on |"
+        "| ask p50 ms | ask p95 ms | CPU p50 ms | chars p50 / max | run-on "
+        "| refused or labelled | answers labelled |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
     if args.scale:
         site, _, size = args.scale.partition(":")

@@ -92,6 +92,10 @@ _QUOTES_QUESTION = 0.5
 _QUOTED_WORDS = 4  # a question this long or longer is recognised when quoted
 _SECOND = 0.85  # a second section is quoted when its best unit scores this share of the best
 _CRISP = 0.35  # below this unit score, quote the best section's opening
+# A quote shows at most this many characters of text (the best line always): about two
+# screens of the box at phone width (375 px, ~40 characters a line, ~9 lines a screen).
+# The rest of the window is a "Continue reading" link away.
+READ_CHARS = 700
 
 # A changelog's sections sit under version headings; they mention a feature when it
 # changed, the reference says how it works: unless the question names a version,
@@ -340,7 +344,7 @@ def _choose_quotes(scored: list[_Scored], sections: list[Section]) -> list[Quote
         # Sections match but no line answers crisply: the best section's opening.
         first = sections[0]
         opening = next((u for u in first.units if u.kind != "header"), first.units[0])
-        return [_quote(first, quote_window(first, opening, {}, _CRISP))]
+        return [_quote(first, quote_window(first, opening, {}, _CRISP), opening)]
     quotes = [_best_quote(best, scored, sections)]
     # A second section about as good (the answer is often split across two).
     others = [c for c in scored if c.section != best.section]
@@ -417,14 +421,39 @@ def _embedding_text(c: _Scored, s: Section) -> str:
 def _best_quote(best: _Scored, scored: list[_Scored], sections: list[Section]) -> Quote:
     section = sections[best.section]
     by_unit = {id(c.unit): c.own for c in scored if c.section == best.section}
-    return _quote(section, quote_window(section, best.unit, by_unit, best.own))
+    return _quote(section, quote_window(section, best.unit, by_unit, best.own), best.unit)
 
 
-def _quote(section: Section, window: list[Unit]) -> Quote:
-    start = min(u.start for u in window)
-    end = max(u.end for u in window)
+def _quote(section: Section, window: list[Unit], best: Unit) -> Quote:
+    """The window as answer items, cut to what a reader scans (:func:`_readable`); when cut,
+    a last item links to the section ("Continue reading"). The highlight is what is shown."""
+    shown = _readable(window, best)
+    start = min(u.start for u in shown)
+    end = max(u.end for u in shown)
     highlight = " ".join(section.text[start:end].split())
-    return Quote(replace(section.passage, highlight=highlight), render(window))
+    items = render(shown)
+    if len(shown) < len(window):
+        p = section.passage
+        where = p.heading_path[-1] if p.heading_path else p.title
+        items.append(f"[Continue reading: {_link_text(where)}]({p.url})")
+    return Quote(replace(section.passage, highlight=highlight), items)
+
+
+def _readable(window: list[Unit], best: Unit) -> list[Unit]:
+    """The window's units up to :data:`READ_CHARS` of text, the best unit always among them."""
+    shown: list[Unit] = []
+    size = 0
+    for u in window:
+        if shown and size + len(u.text) > READ_CHARS and any(x is best for x in shown):
+            break
+        shown.append(u)
+        size += len(u.text)
+    return shown
+
+
+def _link_text(text: str) -> str:
+    """``text`` safe inside a Markdown link's brackets."""
+    return re.sub(r"([\\\[\]*_`])", r"\\\1", text)
 
 
 def _without_repeats(quote: Quote, earlier: Sequence[Quote]) -> Quote | None:
