@@ -11,7 +11,6 @@ from anchored_query.citations.verify import (
     CONCLUSIVE,
     PREVIEW_CHARS,
     VerifiedAnswer,
-    check_of,
     parse_answer,
     renumber,
     verify,
@@ -829,52 +828,40 @@ def test_a_question_is_not_shown() -> None:
 # -- the policy of issue 27: which check decides, and what a removal takes with it ------
 
 
-@pytest.mark.parametrize(
-    ("reason", "check", "conclusive"),
-    [
-        ("no citation (cited [42], none in context)", "unknown_citation", True),
-        ("no citation, and it speaks of the assistant's instructions", "instructions", True),
-        ("only restates passage headings", "restates_headings", True),
-        ("asserts nothing", "asserts_nothing", True),
-        ("asks a question, asserts nothing", "question", True),
-        ("only repeats a quotation of [1]", "quotes_a_quotation", True),
-        ("introduces what follows, and nothing shown follows", "lead_in", True),
-        ("depends on the sentence before it, which was removed", "depends_on_removed", True),
-        ("code without a sentence that says what it is for", "code_without_prose", True),
-        ("number '8080' not in [3]", "number_not_found", True),
-        ("number '8080', '2' not in [3, 9]", "number_not_found", True),
-        (
-            "no citation and no passage supports it (attributed to [9]: support 0.64 < 0.70 "
-            "(lexical 1.0) in [9])",
-            "no_passage_supports",
-            True,
-        ),
-        (
-            "no citation and no passage supports it (no citation and no passage in context "
-            "supports it)",
-            "no_passage_supports",
-            True,
-        ),
-        ("'--dev-address' not in [3]", "fact_not_found", False),
-        ("'use_directory_urls', 'site.toml' not in [3]", "fact_not_found", False),
-        ("values paired differently in [1, 2]: mkdocs=4", "contradicts_value", False),
-        ("denies what the context states", "contradicts_polarity", False),
-        ("states what the context denies", "contradicts_polarity", False),
-        ("names ntlm, which the site never mentions", "foreign_term", False),
-        ("code line 'dev_addr: 0.0.0.0:8000' not in [1]", "code_not_found", False),
-        ("no test of support applies", "no_test", False),
-        ("no test of support applies: only its facts were found", "no_test", False),
-        ("support 0.10 < 0.70 (lexical None) in [3]", "weak_support", False),
-        # attribution's prefix: the failure it carries decides
-        ("attributed to [3]: number '8080' not in [3]", "number_not_found", True),
-        ("attributed to [3, 9]: '--dev' not in [3, 9]", "fact_not_found", False),
-        ("attributed to [1]: support 0.40 < 0.75 (lexical 0.5) in [1]", "weak_support", False),
-        ("something no check says", "other", False),
-    ],
-)
-def test_check_of_names_the_check_of_each_reason(reason: str, check: str, conclusive: bool) -> None:
-    assert check_of(reason) == check
-    assert (check_of(reason) in CONCLUSIVE) is conclusive
+def test_a_failure_met_while_attributing_keeps_its_check() -> None:
+    from anchored_query.citations.failures import Failure
+
+    found = Failure("number_not_found", "number '8080' not in [3]")
+    carried = found.attributed([3, 9])
+    assert carried.check == "number_not_found" and carried.check in CONCLUSIVE
+    assert str(carried) == "attributed to [3, 9]: number '8080' not in [3]"
+    assert Failure("weak_support", "support 0.40 < 0.75").check not in CONCLUSIVE
+
+
+def test_every_check_a_reply_can_fail_is_named_and_decides_by_name() -> None:
+    # An uncited sentence that no passage supports, one whose number is in no passage
+    # (met while attributing it), a miscited fact, a question, a heading restated: each
+    # decision names the check that made it, and only conclusive ones removed a sentence.
+    result = check(
+        "How do I change the port? Pass --dev-address to mkdocs serve [3]. "
+        "MkDocs can also export a PDF of the site. It listens on port 8080. "
+        "Run mkdocs gh-deploy [9]."
+    )
+    by_index = {d.index: d for d in result.decisions}
+    assert by_index[1].check == "question" and by_index[1].action == "removed"
+    assert by_index[2].check == "fact_not_found" and by_index[2].action == "unverified"
+    assert {d.check for d in result.decisions} <= CONCLUSIVE | {
+        "fact_not_found",
+        "contradicts_value",
+        "contradicts_polarity",
+        "foreign_term",
+        "code_not_found",
+        "no_test",
+        "weak_support",
+        "uncited",
+    }
+    for d in result.decisions:
+        assert (d.action == "removed") is (d.check in CONCLUSIVE), d
 
 
 def test_each_decision_names_its_check_and_only_conclusive_ones_remove() -> None:

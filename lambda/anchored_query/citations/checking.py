@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from anchored_query.citations.facts import Claim, Haystack, claims
+from anchored_query.citations.failures import Failure
 from anchored_query.citations.polarity import Clauses, passage_clauses, polarity_conflict
 from anchored_query.citations.support import (
     LEXICAL_FLOOR,
@@ -38,6 +39,11 @@ __all__ = ["TOGETHER_LINES", "Checker", "Item", "attribute", "attribute_all"]
 # A sentence found by searching the context must have its facts this close together
 # in the passage (Checker.together) to be checked as leniently as a cited one.
 TOGETHER_LINES = 2
+
+#: No candidate passage supports an uncited sentence (nor does any passage in context).
+NOTHING_SUPPORTS = Failure(
+    "no_passage_supports", "no citation and no passage in context supports it"
+)
 
 
 @dataclass
@@ -109,7 +115,7 @@ def attribute(
     *,
     exclude: Collection[int] = (),
     search: bool = True,
-) -> tuple[list[int], str]:
+) -> tuple[list[int], Failure | None]:
     """Citations for a sentence without its own: the first candidate that supports it.
 
     Candidates in order: the markers of its paragraph (later sentences first, then
@@ -132,20 +138,20 @@ def attribute(
                 groups.append(list(cited))
     groups.extend([n] for n in item.footer if n in checker.usable)
     tried: set[tuple[int, ...]] = {tuple(exclude)} if exclude else set()
-    first_failure = ""
+    first_failure: Failure | None = None
     for group in groups:
         if tuple(group) in tried:
             continue
         tried.add(tuple(group))
         failure = checker.check(item, group, strict=False)
         if failure is None:
-            return group, ""
-        first_failure = first_failure or f"attributed to {group}: {failure}"
+            return group, None
+        first_failure = first_failure or failure.attributed(group)
     if search:
         best = checker.best(item, exclude={n for g in tried for n in g} | set(exclude))
         if best is not None:
-            return [best], ""
-    return [], first_failure or "no citation and no passage in context supports it"
+            return [best], None
+    return [], first_failure or NOTHING_SUPPORTS
 
 
 def attribute_all(
@@ -153,7 +159,7 @@ def attribute_all(
     items: list[Item],
     checker: Checker,
     decided: dict[int, list[int]],
-) -> dict[int, str]:
+) -> dict[int, Failure]:
     """Attribute every sentence of ``open_items`` that a candidate supports, adding its
     citations to ``decided``; returns why each of the others was not.
 
@@ -162,7 +168,7 @@ def attribute_all(
     context-wide search (a sentence attributed by search gives its neighbours a
     candidate, so local rounds follow again).
     """
-    failures: dict[int, str] = {}
+    failures: dict[int, Failure] = {}
     search = False
     while open_items:
         progress = False
@@ -173,7 +179,7 @@ def attribute_all(
             if found:
                 decided[item.index] = checker.fewest(item, found)
                 progress = True
-            elif search or item.index not in failures:
+            elif failure is not None and (search or item.index not in failures):
                 failures[item.index] = failure
         open_items = [o for o in open_items if o.index not in decided]
         if progress:
@@ -210,7 +216,7 @@ class Checker:
         self._polarity: dict[str, str | None] = {}  # a sentence's polarity conflict
         # Decisions by sentence (its text and markers) and group: a streamed reply is
         # re-verified at each paragraph, and each sentence is then checked only once.
-        self._checks: dict[tuple[str, tuple[int, ...], tuple[int, ...], bool], str | None] = {}
+        self._checks: dict[tuple[str, tuple[int, ...], tuple[int, ...], bool], Failure | None] = {}
         self._best: dict[tuple[str, tuple[int, ...], frozenset[int]], int | None] = {}
         self._derived: dict[str, Derived] = {}
         self._restates: dict[str, bool] = {}
@@ -286,7 +292,7 @@ class Checker:
         text = self._code_text[n]
         return line in text or _ASSIGNED.sub("", line) in text
 
-    def check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
+    def check(self, item: Item, group: Sequence[int], *, strict: bool) -> Failure | None:
         """None when ``group`` supports the sentence, else why not (decided once per
         sentence and group: see :meth:`_check`)."""
         key = (item.sentence.text, tuple(item.sentence.citations), tuple(group), strict)
@@ -294,7 +300,7 @@ class Checker:
             self._checks[key] = self._check(item, group, strict=strict)
         return self._checks[key]
 
-    def _check(self, item: Item, group: Sequence[int], *, strict: bool) -> str | None:
+    def _check(self, item: Item, group: Sequence[int], *, strict: bool) -> Failure | None:
         missing = [c for c in item.claims if not any(self.haystack(n).has(c) for n in group)]
         invented = [
             c
@@ -304,25 +310,30 @@ class Checker:
         if invented:
             # A number in prose that the passages do not state and the reader did not
             # give is a value they contradict or never gave (conclusive).
-            return f"number {', '.join(repr(c.value) for c in invented)} not in {list(group)}"
+            values = ", ".join(repr(c.value) for c in invented)
+            return Failure("number_not_found", f"number {values} not in {list(group)}")
         if missing:
-            return f"{', '.join(repr(c.value) for c in missing)} not in {list(group)}"
+            values = ", ".join(repr(c.value) for c in missing)
+            return Failure("fact_not_found", f"{values} not in {list(group)}")
         alien = self.foreign(item.sentence.text) if self.foreign and not item.is_code else []
         if alien:
-            return f"names {', '.join(alien)}, which the site never mentions"
+            return Failure(
+                "foreign_term", f"names {', '.join(alien)}, which the site never mentions"
+            )
         unquoted = [line for line in item.code if not any(self.has_line(n, line) for n in group)]
         if unquoted:
-            return f"code line {unquoted[0]!r} not in {list(group)}"
+            return Failure("code_not_found", f"code line {unquoted[0]!r} not in {list(group)}")
         if all(quotes_a_quotation(item.sentence.text, self.passages[n]) for n in group):
-            return f"only repeats a quotation of {list(group)}"
+            return Failure("quotes_a_quotation", f"only repeats a quotation of {list(group)}")
         shown = [self.passages[n] for n in group]
         conflicts = pairing_conflicts(item.sentence.text, shown)
         conflicts += qualifier_conflicts(item.sentence.text, shown)
         if conflicts:
-            return f"values paired differently in {list(group)}: {', '.join(conflicts)}"
+            detail = f"values paired differently in {list(group)}: {', '.join(conflicts)}"
+            return Failure("contradicts_value", detail)
         flipped = None if item.is_code else self.polarity(item.sentence.text)
         if flipped:
-            return flipped
+            return Failure("contradicts_polarity", flipped)
         score = self.score(item, group, strict=strict)
         if score is None:
             # Only the facts can be checked. A code line or block is its facts: enough for
@@ -336,12 +347,13 @@ class Checker:
             if code and item.claims and (not strict or cited):
                 return None
             if item.claims:
-                return "no test of support applies: only its facts were found"
-            return "no test of support applies"
+                return Failure("no_test", "no test of support applies: only its facts were found")
+            return Failure("no_test", "no test of support applies")
         lexical, value = score
         need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
         if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
-            return f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
+            detail = f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
+            return Failure("weak_support", detail)
         return None
 
     def score(

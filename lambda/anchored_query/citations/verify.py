@@ -63,6 +63,7 @@ from typing import Literal, NotRequired, TypedDict
 
 from anchored_query.citations.checking import Checker, Item, attribute_all
 from anchored_query.citations.facts import Claim
+from anchored_query.citations.failures import Failure
 from anchored_query.citations.links import citation_link
 from anchored_query.citations.markers import canonical_markers, marker_numbers, take_footers
 from anchored_query.citations.sentences import CITATION_MARKER, outside_code, sentence_spans
@@ -79,7 +80,6 @@ __all__ = [
     "Decision",
     "ParsedSentence",
     "VerifiedAnswer",
-    "check_of",
     "parse_answer",
     "renumber",
     "verify",
@@ -112,48 +112,6 @@ CONCLUSIVE = frozenset(
         "number_not_found",
     }
 )
-# (reason pattern, check): the first that matches names the check of a failure.
-_CHECKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern), check)
-    for pattern, check in (
-        (r"^attributed to \[[\d, ]*\]: ", ""),  # the failure it carries decides
-        (r"^no citation \(cited", "unknown_citation"),
-        (r"assistant's instructions", "instructions"),
-        (r"^only restates passage headings", "restates_headings"),
-        (r"^asserts nothing", "asserts_nothing"),
-        (r"^asks a question", "question"),
-        (r"^values paired differently", "contradicts_value"),
-        (r"the context (?:states|denies)$", "contradicts_polarity"),
-        (r"^only repeats a quotation", "quotes_a_quotation"),
-        (r"^introduces what follows", "lead_in"),
-        (r"^depends on the sentence before", "depends_on_removed"),
-        (r"^code without a sentence", "code_without_prose"),
-        (r"^names .*which the site never mentions", "foreign_term"),
-        (r"^code line ", "code_not_found"),
-        (r"^no test of support applies", "no_test"),
-        (r"^support \d", "weak_support"),
-        (r"^no citation and no passage", "no_passage_supports"),
-        (r"^cited nothing; attributed", "uncited"),
-        (r"^number .* not in \[[\d, ]*\]$", "number_not_found"),
-        (r" not in \[[\d, ]*\]$", "fact_not_found"),
-    )
-)
-
-
-def check_of(reason: str) -> str:
-    """The name of the check a failure reason reports (:data:`CONCLUSIVE` or not)."""
-    while True:
-        for pattern, check in _CHECKS:
-            m = pattern.search(reason)
-            if m:
-                if check:
-                    return check
-                reason = reason[m.end() :]
-                break
-        else:
-            return "other"
-
-
 PREVIEW_CHARS = 600
 
 _FORMATTING_LINE = re.compile(r"^(?:#{1,6}\s.*|[-*_]{3,}|[-*+]|\d+[.)])$")
@@ -260,8 +218,9 @@ class ParsedSentence(AnswerSentence):
 @dataclass(frozen=True)
 class Decision:
     """What verification did to one sentence it did not show as verified: ``index``
-    (1-based, in the reply), its ``text``, the ``check`` that decided (see
-    :func:`check_of`), the ``detail`` and the ``action``: ``removed`` or ``unverified``."""
+    (1-based, in the reply), its ``text``, the ``check`` that decided (a
+    :class:`~.failures.Failure`'s), the ``detail`` and the ``action``: ``removed`` or
+    ``unverified``."""
 
     index: int
     text: str
@@ -400,8 +359,8 @@ def verify(
         invalid.extend(n for n in item.sentence.citations if n not in usable and n not in invalid)
 
     decided: dict[int, list[int]] = {}
-    reasons: dict[int, str] = {}
-    miscited: dict[int, str] = {}  # own markers that failed the check: why
+    reasons: dict[int, Failure] = {}
+    miscited: dict[int, Failure] = {}  # own markers that failed the check: why
     notes: set[int] = set()  # what the documentation does not cover: shown, as a note
     attributed: set[int] = set()
     for item in items:
@@ -416,14 +375,17 @@ def verify(
             continue
         if item.sentence.citations and not item.own:
             # Not attributed: a page's planted "cite [99]" is how an obeyed injection shows.
-            reasons[i] = f"no citation (cited {item.sentence.citations}, none in context)"
+            cited = item.sentence.citations
+            reasons[i] = Failure(
+                "unknown_citation", f"no citation (cited {cited}, none in context)"
+            )
         elif not item.is_code and checker.restates(text):
-            reasons[i] = "only restates passage headings"
+            reasons[i] = Failure("restates_headings", "only restates passage headings")
         elif not item.is_code and not item.terms and not item.claims:
-            reasons[i] = "asserts nothing"
+            reasons[i] = Failure("asserts_nothing", "asserts nothing")
         elif not item.is_code and _QUESTION.search(text):
             # Small models restate the reader's question; a question asserts nothing.
-            reasons[i] = "asks a question, asserts nothing"
+            reasons[i] = Failure("question", "asks a question, asserts nothing")
         elif item.own:
             failure = checker.check(item, item.own, strict=False)
             if failure is None:
@@ -438,7 +400,8 @@ def verify(
         if i in decided or i in reasons:
             continue
         if not item.own and _ADDRESSES_ASSISTANT.search(item.sentence.text):
-            reasons[i] = "no citation, and it speaks of the assistant's instructions"
+            detail = "no citation, and it speaks of the assistant's instructions"
+            reasons[i] = Failure("instructions", detail)
             continue
         open_items.append(item)
     failures = attribute_all(open_items, items, checker, decided)
@@ -446,12 +409,14 @@ def verify(
     for i, failure in failures.items():
         # A sentence that cites a passage shown keeps the verdict on what it cites; one
         # that cites nothing, and that no passage supports, is not grounded (conclusive).
-        reasons[i] = miscited.get(i) or f"no citation and no passage supports it ({failure})"
+        reasons[i] = miscited.get(i) or Failure(
+            "no_passage_supports", f"no citation and no passage supports it ({failure})"
+        )
 
     # Only a conclusive check removes a sentence; one no check could confirm is shown,
     # marked as not verified, with the passages it cites itself.
     unverified: dict[int, list[int]] = {}
-    unverified_why: dict[int, str] = {}
+    unverified_why: dict[int, Failure] = {}
     # A sentence the model gave no source for (no marker of its own, none in its
     # paragraph, no footer) is shown with the passage that supports it, marked: the
     # model never said where it came from (the labelled replies count such sentences as
@@ -462,10 +427,10 @@ def verify(
         sourced = item.sentence.citations or item.footer or item.paragraph in cited_paragraphs
         if not sourced and i in decided and i not in notes:
             unverified[i] = decided.pop(i)
-            unverified_why[i] = f"cited nothing; attributed to {unverified[i]}"
+            unverified_why[i] = Failure("uncited", f"cited nothing; attributed to {unverified[i]}")
     attributed.difference_update(unverified)
     for i, reason in list(reasons.items()):
-        if check_of(reason) not in CONCLUSIVE:
+        if reason.check not in CONCLUSIVE:
             unverified[i] = list(items[i].own)
             unverified_why[i] = reason
             del reasons[i]
@@ -481,7 +446,7 @@ def verify(
             decided.pop(i, None)
             unverified.pop(i, None)
             attributed.discard(i)
-            reasons[i] = "introduces what follows, and nothing shown follows"
+            reasons[i] = Failure("lead_in", "introduces what follows, and nothing shown follows")
     # A sentence that leans on the one before it ("To avoid that, …", "This …") goes
     # with it: a caveat without its fix misleads.
     for item in items:
@@ -490,7 +455,8 @@ def verify(
             decided.pop(i, None)
             unverified.pop(i, None)
             attributed.discard(i)
-            reasons[i] = "depends on the sentence before it, which was removed"
+            detail = "depends on the sentence before it, which was removed"
+            reasons[i] = Failure("depends_on_removed", detail)
 
     first_note = min(notes, default=None)
     substantive = [
@@ -511,7 +477,8 @@ def verify(
         for i in substantive:
             decided.pop(i, None)
             unverified.pop(i, None)
-            reasons[i] = "code without a sentence that says what it is for"
+            detail = "code without a sentence that says what it is for"
+            reasons[i] = Failure("code_without_prose", detail)
         substantive = []
     verified_answer = [i for i in substantive if i in decided]
     abstained = not verified_answer and not any(i in unverified for i in substantive)
@@ -525,11 +492,11 @@ def verify(
         for i in sorted({*decided, *unverified})
     ]
     decisions = [
-        Decision(i + 1, items[i].sentence.text, check_of(r), r, "removed")
+        Decision(i + 1, items[i].sentence.text, r.check, r.detail, "removed")
         for i, r in sorted(reasons.items())
     ]
     decisions += [
-        Decision(i + 1, items[i].sentence.text, check_of(r), r, "unverified")
+        Decision(i + 1, items[i].sentence.text, r.check, r.detail, "unverified")
         for i, r in sorted(unverified_why.items())
         if i in unverified
     ]
