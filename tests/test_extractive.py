@@ -261,12 +261,17 @@ def test_unknown_terms_are_counted_in_the_asking_sentence_only(unknown: Unknown)
     assert unknown(question, focus="How do I set a timeout per request?") == 0.0
     assert unknown("whats the timeout per request") == 0.0  # "whats" stems to a stopword
     assert unknown("how do i set a timout per requst") == 0.0  # the index's spelling fixes them
+    # Chat shorthand stands for common words, never for a term the docs lack.
+    assert unknown("hw do i set a timeout per request pls") == 0.0
+    assert unknown("hw do i set a frobnicator per request") > 0.0  # a real unknown still counts
 
 
 def test_typos_are_corrected_against_the_index_vocabulary(retriever: Retriever) -> None:
     right = ask(retriever, "How do I change the placeholder text of the question field?")
     typo = ask(retriever, "how do i change the plaeholder text of the questoin feild")
-    assert not right["abstained"] and not typo["abstained"]
+    shorthand = ask(retriever, "hw do i confgure the placholder text of the question box")
+    assert not right["abstained"] and not typo["abstained"] and not shorthand["abstained"]
+    assert "widget_placeholder" in text_of(shorthand)
     assert "widget_placeholder" in text_of(right)
     assert "widget_placeholder" in text_of(typo)
 

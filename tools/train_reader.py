@@ -161,7 +161,7 @@ def train(model: Any, tok: Any, rows: list[dict[str, Any]], epochs: int, lr: flo
     steps = epochs * ((len(rows) + 15) // 16)
     # The new head starts from nothing: it learns ten times faster than the encoder.
     head = list(model.head.parameters())
-    body = [p for n, p in model.named_parameters() if not n.startswith("head.")]
+    body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
     opt = torch.optim.AdamW(
         [{"params": body, "lr": lr}, {"params": head, "lr": lr * 10}], weight_decay=0.01
     )
@@ -254,6 +254,18 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--layers", type=int, default=6, help="encoder layers kept (of 6)")
+    ap.add_argument(
+        "--freeze",
+        type=int,
+        default=0,
+        help="the embeddings and this many first layers stay as they are",
+    )
+    ap.add_argument(
+        "--cos-init",
+        type=float,
+        default=0.0,
+        help="start the head at the cosine: this weight for answers, minus it for unrelated",
+    )
     ap.add_argument("--source", type=Path, help="folder with model.safetensors + tokenizer.json")
     args = ap.parse_args()
 
@@ -269,6 +281,15 @@ def main() -> None:
     print(f"{len(rows)} pairs from {', '.join(args.sites)}: {counts}", flush=True)
     tok = tokenizer(src / "tokenizer.json")
     model = build_model(src, args.layers)
+    if args.freeze:
+        for p in model.bert.embeddings.parameters():
+            p.requires_grad = False
+        for layer in model.bert.encoder.layer[: args.freeze]:
+            for p in layer.parameters():
+                p.requires_grad = False
+    if args.cos_init:
+        with torch.no_grad():  # the cosine is the last feature (see build_model)
+            model.head.weight[:, -1] = torch.tensor([args.cos_init, 0.0, -args.cos_init])
     t0 = time.monotonic()
     train(model, tok, rows, args.epochs, args.lr)
     train_s = time.monotonic() - t0
