@@ -18,6 +18,15 @@ B = "tests/browser/"
 
 # name -> (file that writes it, the name as written there, values for its ${…} parts)
 MADE_BY: dict[str, tuple[str, str, dict[str, str]]] = {
+    **{
+        f"answer-{kind}-{width}.png": (
+            B + "structure.test.js",
+            f"`answer-{kind}-${{width}}.png`",
+            {"width": width},
+        )
+        for kind in ("table", "list")
+        for width in ("1280", "375")
+    },
     "ask-box.png": (B + "e2e.test.js", "'ask-box.png'", {}),
     "ask-box-dark.png": (B + "e2e.test.js", "'ask-box-dark.png'", {}),
     "code-light-1280.png": (

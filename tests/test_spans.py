@@ -119,6 +119,28 @@ def test_attach_gives_each_chip_its_own_span_and_link() -> None:
     assert result["citations"][0]["link"] == first["link"]
 
 
+def test_extractive_table_and_titled_code_items_mark_their_rows_and_their_code() -> None:
+    from anchored_query.citations.spans import _quoted_unit
+
+    text = (
+        "Add the plugin:\nmkdocs.yml\nplugins:\n  - anchored\n"
+        "option | default\nstrict | false\nlang | en\ntheme | auto"
+    )
+    chunks = [
+        {"id": "c~0", "type": "text", "offsets": [0, text.index("option")]},
+        {"id": "c~1", "type": "table", "offsets": [text.index("option"), len(text)]},
+    ]
+    src = _Source(text, section_units(text, chunks), [(0, len(text))])
+    whole = " ".join(text.split())
+    table = "| option | default |\n|---|---|\n| strict | false |\n| theme | auto |"
+    a, b = _quoted_unit(table, whole, src) or (0, 0)
+    assert text[a:b] == "strict | false\nlang | en\ntheme | auto"  # first to last quoted row
+    code = '```yaml title="mkdocs.yml"\nplugins:\n  - anchored\n```'
+    found = _quoted_unit(code, whole, src)
+    assert found is not None and text[found[0] : found[1]].startswith("plugins:")
+    assert _quoted_unit("| nope |\n|---|\n| x |", whole, src) is None
+
+
 # ---- text fragments unique on the page
 
 

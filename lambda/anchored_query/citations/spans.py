@@ -408,15 +408,24 @@ def attach(
 
 
 def _quoted_unit(item: str, quoted: str, src: _Source) -> tuple[int, int] | None:
-    """The unit of the quoted window that ``item`` was rendered from."""
+    """The unit of the quoted window that ``item`` was rendered from; for a table item,
+    its first to its last row. A code block's title is its caption: the span is the code."""
     window = _locate(src.text, quoted)
     if window is None:
         return None
     a, b = window
-    for u in src.units:
-        if a <= u.start and u.end <= b and u.kind != "header" and render([u]) == [item]:
+    inside = [u for u in src.units if a <= u.start and u.end <= b and u.kind != "header"]
+    plain = _TITLE.sub(r"\1", item, count=1)
+    for u in inside:
+        if render([u]) == [plain]:
             return u.start, u.end
-    return None
+    rows = item.split("\n")[2:] if item.startswith("|") else []
+    found = [u for u in inside if u.kind == "row" and render([u])[0].split("\n")[-1] in rows]
+    return (found[0].start, found[-1].end) if rows and found else None
+
+
+# The title in a code block's fence info (```yaml title="mkdocs.yml"): not on the page.
+_TITLE = re.compile(r'^(`{3,}[^\n]*?) title="[^"]*"')
 
 
 def _preview(text: str) -> str:
