@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from anchored_query.question.query_forms import search_forms
 from anchored_query.types import Turn
 
 DESCRIPTOR = "anchored-reader.json"
@@ -103,9 +104,9 @@ class Reader:
 
 
 def reader_question(question: str, history: Sequence[Turn] = ()) -> str:
-    """What the reader reads as the question: a follow-up with the question before it."""
-    last = [t.content for t in history if t.role == "user"][-1:]
-    return f"{last[0]} {question}" if last else question
+    """What the reader reads as the question: a follow-up with the question before it
+    (the last of retrieval's own search forms)."""
+    return search_forms(question, history)[-1]
 
 
 #: Characters of a passage the reader reads (at most ~140 tokens, so the tokenizer's cut
