@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 
 from anchored_query.citations.facts import Claim, Haystack, claims
 from anchored_query.citations.failures import Failure
-from anchored_query.citations.polarity import Clauses, passage_clauses, polarity_conflict
+from anchored_query.citations.polarity import (
+    POLARITY_COVERAGE,
+    Clauses,
+    passage_clauses,
+    polarity_conflict,
+    polarity_terms,
+)
 from anchored_query.citations.support import (
     LEXICAL_FLOOR,
     LEXICAL_WEIGHT,
@@ -28,6 +34,7 @@ from anchored_query.citations.support import (
     lexical_found,
     lexical_support,
     pairing_conflicts,
+    passage_terms,
     qualifier_conflicts,
     quotes_a_quotation,
     restates_headings,
@@ -212,7 +219,7 @@ class Checker:
         self._haystacks: dict[int, Haystack] = {}
         self._terms: dict[int, tuple[Terms, Terms]] = {}
         self._code_text: dict[int, str] = {}
-        self._clauses: Clauses | None = None
+        self._clauses: dict[int, Clauses] = {}
         self._polarity: dict[str, str | None] = {}  # a sentence's polarity conflict
         # Decisions by sentence (its text and markers) and group: a streamed reply is
         # re-verified at each paragraph, and each sentence is then checked only once.
@@ -235,19 +242,33 @@ class Checker:
             found = self._derived[text] = Derived.of(text)
         return found
 
-    @property
-    def clauses(self) -> Clauses:
-        """The clauses of every passage shown, for the polarity test."""
-        if self._clauses is None:
-            self._clauses = passage_clauses(self.shown)
-        return self._clauses
-
     def polarity(self, text: str) -> str | None:
         """:func:`polarity_conflict` of ``text`` with every passage shown (whatever the
-        group: computed once a sentence)."""
+        group: computed once a sentence).
+
+        Only the passages that hold :data:`POLARITY_COVERAGE` of the sentence's terms
+        are cut into clauses: a clause's terms are among its passage's (:meth:`terms`),
+        so no clause of another passage covers that much, and the verdict is the same
+        as over every passage.
+        """
         if text not in self._polarity:
-            self._polarity[text] = polarity_conflict(text, self.clauses)
+            terms = polarity_terms(text)
+            candidates = [
+                n
+                for n in self.usable
+                if terms
+                and sum(lexical_found(t, self.terms(n)[0]) for t in terms) / len(terms)
+                >= POLARITY_COVERAGE
+            ]
+            self._polarity[text] = polarity_conflict(text, self._clauses_of(candidates))
         return self._polarity[text]
+
+    def _clauses_of(self, numbers: Sequence[int]) -> Clauses:
+        """The clauses of passages ``numbers`` (each passage cut once)."""
+        for n in numbers:
+            if n not in self._clauses:
+                self._clauses[n] = passage_clauses([self.passages[n]])
+        return Clauses([c for n in numbers for c in self._clauses[n].items])
 
     def haystack(self, n: int) -> Haystack:
         if n not in self._haystacks:
@@ -257,8 +278,10 @@ class Checker:
     def terms(self, n: int) -> tuple[Terms, Terms]:
         if n not in self._terms:
             p = self.passages[n]
-            body = content_terms(p.text + "\n" + p.highlight)
-            self._terms[n] = (body, content_terms(" ".join([p.title, *p.heading_path])))
+            body = passage_terms(p.text)
+            if p.highlight and p.highlight != p.text:
+                body = Terms(body | passage_terms(p.highlight))
+            self._terms[n] = (body, passage_terms(" ".join([p.title, *p.heading_path])))
         return self._terms[n]
 
     def lexical(self, item: Item, group: Sequence[int]) -> float | None:
@@ -334,6 +357,11 @@ class Checker:
         flipped = None if item.is_code else self.polarity(item.sentence.text)
         if flipped:
             return Failure("contradicts_polarity", flipped)
+        lexical = self.lexical(item, group)
+        if lexical is not None and lexical < LEXICAL_FLOOR:
+            # Fails whatever the semantic test would say: it is not asked (no embedding).
+            detail = f"lexical support {lexical:.2f} < {LEXICAL_FLOOR} in {list(group)}"
+            return Failure("weak_support", detail)
         score = self.score(item, group, strict=strict)
         if score is None:
             # Only the facts can be checked. A code line or block is its facts: enough for

@@ -18,14 +18,22 @@ does not use are not compared (no comparable terms).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
 from anchored_query.citations.sentences import outside_code
-from anchored_query.citations.support import content_terms
+from anchored_query.citations.support import PASSAGE_CACHE, content_terms
 from anchored_query.types import Passage
 
-__all__ = ["POLARITY_COVERAGE", "Clauses", "negated", "passage_clauses", "polarity_conflict"]
+__all__ = [
+    "POLARITY_COVERAGE",
+    "Clauses",
+    "negated",
+    "passage_clauses",
+    "polarity_conflict",
+    "polarity_terms",
+]
 
 # The passage clause must hold this share of the sentence's content terms to be taken
 # as stating the same thing: "X is not enabled by default" against "X is disabled by
@@ -86,18 +94,28 @@ class Clauses:
 
 def passage_clauses(passages: Sequence[Passage]) -> Clauses:
     """The clauses of ``passages`` with their terms and polarity, computed once."""
-    out: list[tuple[frozenset[str], bool]] = []
-    for p in passages:
-        for clause in _CLAUSE.split(p.text):
-            if clause and len(clause) >= 8:
-                out.append((content_terms(outside_code(clause)), negated(clause)))
-    return Clauses(out)
+    return Clauses([clause for p in passages for clause in _clauses_of(p.text)])
+
+
+@functools.lru_cache(maxsize=PASSAGE_CACHE)
+def _clauses_of(text: str) -> tuple[tuple[frozenset[str], bool], ...]:
+    """The clauses of one passage's text (kept across requests, as its terms are)."""
+    return tuple(
+        (content_terms(outside_code(clause)), negated(clause))
+        for clause in _CLAUSE.split(text)
+        if clause and len(clause) >= 8
+    )
+
+
+def polarity_terms(text: str) -> frozenset[str]:
+    """The content terms of ``text`` that :func:`polarity_conflict` compares."""
+    return content_terms(outside_code(text)) - _NEGATION_TERMS
 
 
 def polarity_conflict(text: str, clauses: Clauses) -> str | None:
     """Why the clauses (:func:`passage_clauses`) state the opposite of ``text``, or None
     (see the module docstring)."""
-    terms = content_terms(outside_code(text)) - _NEGATION_TERMS
+    terms = polarity_terms(text)
     if len(terms) < 2:
         return None
     held: dict[int, int] = {}

@@ -76,6 +76,7 @@ class SemanticSupport:
         self.low, self.high, self.multilingual = scale
         self.index = index
         self._sentences: dict[str, npt.NDArray[np.float32]] = {}
+        self._primed: list[str] = []  # to embed together when the first of them is scored
         self._passages: dict[str, npt.NDArray[np.float32]] = {}
         self._units: dict[str, npt.NDArray[np.float32]] = {}
 
@@ -83,14 +84,13 @@ class SemanticSupport:
         return self._score(sentence, passage, units=True)
 
     def prime(self, sentences: Sequence[str]) -> None:
-        """Embed the sentences a check will score in one batch (one model run, not one
-        each); an embedder without ``embed_queries`` embeds them as they come."""
-        batch = getattr(self.embedder, "embed_queries", None)
-        todo = list(dict.fromkeys(s for s in sentences if s not in self._sentences))
-        if batch is None or len(todo) < 2:
+        """Name the sentences a check may score: the first one scored is embedded with
+        all of them in one batch (one model run, not one each), and when no test gets as
+        far as the semantic one, none is; an embedder without ``embed_queries`` embeds
+        them as they come."""
+        if getattr(self.embedder, "embed_queries", None) is None:
             return
-        for sentence, vec in zip(todo, batch(todo), strict=True):
-            self._sentences[sentence] = vec
+        self._primed = list(dict.fromkeys(s for s in sentences if s not in self._sentences))
 
     def sections_only(self, sentence: str, passage: Passage) -> float:
         """The support by the passage's chunk vectors alone."""
@@ -99,9 +99,7 @@ class SemanticSupport:
     def _score(self, sentence: str, passage: Passage, *, units: bool) -> float:
         if not self.multilingual and _has_cjk_words(sentence):
             return math.nan
-        vec = self._sentences.get(sentence)
-        if vec is None:
-            vec = self._sentences[sentence] = self.embedder.embed_query(sentence)
+        vec = self._vector(sentence)
         key = passage.section_id + "\0" + "\0".join(passage.chunk_ids)
         pvecs = self._passages.get(key)
         if pvecs is None:
@@ -110,6 +108,19 @@ class SemanticSupport:
         if units:
             cosine = max(cosine, self._unit_cosine(sentence, passage, vec))
         return rescale(cosine, self.low, self.high)
+
+    def _vector(self, sentence: str) -> npt.NDArray[np.float32]:
+        """The sentence's embedding (with the sentences primed beside it, in one batch)."""
+        vec = self._sentences.get(sentence)
+        if vec is not None:
+            return vec
+        if sentence in self._primed and len(self._primed) > 1:
+            batch, self._primed = self._primed, []
+            vectors = self.embedder.embed_queries(batch)  # type: ignore[attr-defined]
+            self._sentences.update(zip(batch, vectors, strict=True))
+            return self._sentences[sentence]
+        vec = self._sentences[sentence] = self.embedder.embed_query(sentence)
+        return vec
 
     def _vectors(self, passage: Passage) -> npt.NDArray[np.float32]:
         index = self.index
