@@ -64,9 +64,7 @@ def denied(sentence: str) -> str:
 def test_a_passages_terms_are_its_texts_and_its_highlights(text: str, highlight: str) -> None:
     # Checker.terms reads the two apart (each cached across requests); the check
     # compares them with what it compared before: the terms of the two joined by a line.
-    assert passage_terms(text) | passage_terms(highlight) == content_terms(
-        text + "\n" + highlight
-    )
+    assert passage_terms(text) | passage_terms(highlight) == content_terms(text + "\n" + highlight)
 
 
 def test_polarity_over_the_candidate_passages_is_polarity_over_every_passage() -> None:

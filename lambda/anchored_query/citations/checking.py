@@ -357,10 +357,14 @@ class Checker:
         flipped = None if item.is_code else self.polarity(item.sentence.text)
         if flipped:
             return Failure("contradicts_polarity", flipped)
+        need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
         lexical = self.lexical(item, group)
-        if lexical is not None and lexical < LEXICAL_FLOOR:
-            # Fails whatever the semantic test would say: it is not asked (no embedding).
-            detail = f"lexical support {lexical:.2f} < {LEXICAL_FLOOR} in {list(group)}"
+        if lexical is not None and (
+            lexical < LEXICAL_FLOOR or LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) < need
+        ):
+            # Fails whatever the semantic test would say (at best 1): it is not asked, and
+            # the sentence is not embedded for it.
+            detail = f"lexical support {lexical:.2f} too low in {list(group)} (need {need:.2f})"
             return Failure("weak_support", detail)
         score = self.score(item, group, strict=strict)
         if score is None:
@@ -378,7 +382,6 @@ class Checker:
                 return Failure("no_test", "no test of support applies: only its facts were found")
             return Failure("no_test", "no test of support applies")
         lexical, value = score
-        need = SUPPORT_MIN + (STRICT_MARGIN if strict else 0.0)
         if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
             detail = f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
             return Failure("weak_support", detail)

@@ -191,7 +191,8 @@ class Terms(frozenset[str]):
         """Whether any term is CJK (computed once: every sentence compared with the
         passage asks)."""
         if self._has_cjk is None:
-            self._has_cjk = any(_is_cjk_term(t) for t in self)
+            # (is_cjk holds from U+3000 on: a plain comparison leaves out the rest)
+            self._has_cjk = any(_is_cjk_term(t) for t in self if t >= "\u3000")
         return self._has_cjk
 
     def by_head(self) -> dict[str, tuple[str, ...]]:
