@@ -134,3 +134,17 @@ def test_the_sentences_are_embedded_in_one_batch_when_one_needs_it() -> None:
     result = verify(reply, {1: PORT}, support=support)
     assert [s.supported for s in result.sentences][:2] == [True, True]
     assert embedder.batches == [3]  # one model run, every sentence in it
+
+
+def test_a_search_of_the_context_does_not_embed_what_cannot_reach_its_stricter_bar() -> None:
+    # An uncited sentence is looked for in every passage under the stricter bar (0.8):
+    # with half its terms found, even a perfect semantic score gives 0.6 * 0.5 + 0.4.
+    embedder = CountingEmbedder()
+    support = make_support(embedder, "all-MiniLM-L6-v2")
+    reply = [
+        ParsedSentence("The server ripens.", []),
+        ParsedSentence("Bananas ripen faster beside apples.", []),
+    ]
+    result = verify(reply, {1: PORT}, support=support)
+    assert not any(s.supported for s in result.sentences)
+    assert embedder.batches == []
