@@ -9,13 +9,19 @@ sent at once. For each ``N``: the CPU time (process time: the app, the fake mode
 the client all run in this process) and the wall time of the buffered and the streamed
 ``/v1/ask``, and their ratio. Target (issue 27): streamed at most 1.5x the buffered
 CPU, and inside the 20 s deadline at 90 paragraphs.
+
+Then ``/v1/search`` beside long streams (issue 23, finding 2): the same app under
+uvicorn on 127.0.0.1, searches one after another, alone and while ``--streams``
+streamed asks of the first ``N`` paragraphs run at once; their p50 and max.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,7 @@ sys.path.insert(0, str(TESTS))
 from anchored_query.serve.app import create_app  # noqa: E402
 from anchored_query.settings import Settings  # noqa: E402
 from fakes import FakeOpenAIServer, RecordedRequest, Reply, quote_passages  # noqa: E402
+from liveserver import ThreadedServer  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
 DEFAULT_INDEX = ""  # the Material site, built by realdocs.py when missing
@@ -51,6 +58,7 @@ def main() -> None:
     p.add_argument("--index", default=DEFAULT_INDEX)
     p.add_argument("--paragraphs", default="45,90")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--streams", type=int, default=4, help="streamed asks beside the searches")
     args = p.parse_args()
     if not args.index:
         sys.path.insert(0, str(TESTS / "bench"))
@@ -87,6 +95,8 @@ def main() -> None:
                 assert r.status_code == 200
                 best["streamed"] = min(best.get("streamed", (1e9, 0)), (cpu, wall))
             rows.append((n, shown, best["buffered"], best["streamed"]))
+        llm.default = Reply(paragraphs(int(args.paragraphs.split(",")[0])))
+        alone, beside = search_beside_streams(settings, args.streams)
     print(
         "\n| paragraphs | sentences shown | buffered CPU / wall | streamed CPU / wall "
         "| streamed ÷ buffered CPU |"
@@ -94,6 +104,42 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for n, shown, (bc, bw), (sc, sw) in rows:
         print(f"| {n} | {shown} | {bc:.2f} / {bw:.2f} s | {sc:.2f} / {sw:.2f} s | {sc / bc:.2f}× |")
+    print("\n| /v1/search | searches | p50 | max |\n|---|---|---|---|")
+    for name, ms in (("alone", alone), (f"beside {args.streams} streams", beside)):
+        print(f"| {name} | {len(ms)} | {statistics.median(ms):.0f} ms | {max(ms):.0f} ms |")
+
+
+def search_beside_streams(settings: Settings, streams: int) -> tuple[list[float], list[float]]:
+    """Search latencies (ms) alone, then while ``streams`` streamed asks run at once."""
+    import httpx
+
+    def searches(http: httpx.Client, until: Any, least: int = 20) -> list[float]:
+        out: list[float] = []
+        while len(out) < least or not until():
+            t0 = time.perf_counter()
+            r = http.get("/v1/search", params={"q": "color palette", "k": 10})
+            assert r.status_code == 200, r.text
+            out.append((time.perf_counter() - t0) * 1000)
+        return out
+
+    with (
+        ThreadedServer(create_app(settings)) as srv,
+        httpx.Client(base_url=srv.url, timeout=60) as http,
+    ):
+        alone = searches(http, lambda: True)
+
+        def ask() -> None:
+            with httpx.Client(base_url=srv.url, timeout=60) as own:
+                headers = {"Accept": "text/event-stream"}
+                own.post("/v1/ask", json={"question": QUESTION}, headers=headers).read()
+
+        threads = [threading.Thread(target=ask) for _ in range(streams)]
+        for t in threads:
+            t.start()
+        beside = searches(http, lambda: not any(t.is_alive() for t in threads), least=1)
+        for t in threads:
+            t.join()
+    return alone, beside
 
 
 if __name__ == "__main__":
