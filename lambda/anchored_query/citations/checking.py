@@ -382,7 +382,7 @@ class Checker:
                 return Failure("no_test", "no test of support applies: only its facts were found")
             return Failure("no_test", "no test of support applies")
         lexical, value = score
-        if (lexical is not None and lexical < LEXICAL_FLOOR) or value < need:
+        if value < need:  # (lexical support under the floor failed above)
             detail = f"support {value:.2f} < {need:.2f} (lexical {lexical}) in {list(group)}"
             return Failure("weak_support", detail)
         return None
