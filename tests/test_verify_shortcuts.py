@@ -8,8 +8,7 @@ as the semantic test.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from anchored_query.citations.checking import Checker
@@ -20,32 +19,18 @@ from anchored_query.citations.verify import ParsedSentence, verify
 from anchored_query.types import Passage
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_support import labelled
 
 from build_index.embedder import Embedder, get_model
-
-LABELS = Path(__file__).parent / "fixtures" / "support-labels.jsonl"
 
 
 def labelled_context() -> tuple[dict[int, Passage], list[str]]:
     """Every labelled passage as one context, and every labelled sentence."""
-    rows = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line]
-    passages: dict[int, Passage] = {}
-    for r in rows:
-        if any(p.text == r["passage"] for p in passages.values()):
-            continue
-        n = len(passages) + 1
-        passages[n] = Passage(
-            n=n,
-            chunk_ids=[f"{r['section']}~0"],
-            section_id=r["section"],
-            page="page/",
-            anchor=r["section"],
-            title=r["title"],
-            heading_path=r["heading_path"],
-            text=r["passage"],
-            highlight=r["passage"],
-        )
-    return passages, [r["sentence"] for r in rows]
+    rows = labelled()
+    texts = list(dict.fromkeys(p.text for _, p, _ in rows))
+    first = {p.text: p for _, p, _ in reversed(rows)}
+    passages = {n: replace(first[t], n=n) for n, t in enumerate(texts, 1)}
+    return passages, [sentence for sentence, _, _ in rows]
 
 
 def denied(sentence: str) -> str:
