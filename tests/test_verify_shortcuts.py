@@ -19,6 +19,7 @@ from anchored_query.citations.verify import ParsedSentence, verify
 from anchored_query.types import Passage
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from passages import make_passage
 from test_support import labelled
 
 from build_index.embedder import Embedder, get_model
@@ -82,15 +83,8 @@ class CountingEmbedder:
         return self.inner.embed_passages(texts)
 
 
-PORT = Passage(
-    n=1,
-    chunk_ids=["serve~0"],
-    section_id="serve",
-    page="cli/",
-    anchor="serve",
-    title="Command line",
-    heading_path=["Command line", "Serve"],
-    text="The development server listens on port 8000 by default.\n"
+PORT = make_passage(
+    "The development server listens on port 8000 by default.\n"
     "Use the --dev-addr option to listen on another address.",
     highlight="The development server listens on port 8000 by default.",
 )

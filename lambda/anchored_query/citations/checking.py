@@ -18,7 +18,6 @@ from anchored_query.citations.facts import Claim, Haystack, claims
 from anchored_query.citations.failures import Failure
 from anchored_query.citations.polarity import (
     POLARITY_COVERAGE,
-    Clauses,
     passage_clauses,
     polarity_conflict,
     polarity_terms,
@@ -219,7 +218,6 @@ class Checker:
         self._haystacks: dict[int, Haystack] = {}
         self._terms: dict[int, tuple[Terms, Terms]] = {}
         self._code_text: dict[int, str] = {}
-        self._clauses: dict[int, Clauses] = {}
         self._polarity: dict[str, str | None] = {}  # a sentence's polarity conflict
         # Decisions by sentence (its text and markers) and group: a streamed reply is
         # re-verified at each paragraph, and each sentence is then checked only once.
@@ -253,22 +251,15 @@ class Checker:
         """
         if text not in self._polarity:
             terms = polarity_terms(text)
+            # (the share is computed as polarity_conflict computes a clause's cover)
             candidates = [
-                n
-                for n in self.usable
-                if terms
-                and sum(lexical_found(t, self.terms(n)[0]) for t in terms) / len(terms)
+                self.passages[n]
+                for n in (self.usable if len(terms) >= 2 else ())  # (fewer: no test)
+                if sum(lexical_found(t, self.terms(n)[0]) for t in terms) / len(terms)
                 >= POLARITY_COVERAGE
             ]
-            self._polarity[text] = polarity_conflict(text, self._clauses_of(candidates))
+            self._polarity[text] = polarity_conflict(text, passage_clauses(candidates))
         return self._polarity[text]
-
-    def _clauses_of(self, numbers: Sequence[int]) -> Clauses:
-        """The clauses of passages ``numbers`` (each passage cut once)."""
-        for n in numbers:
-            if n not in self._clauses:
-                self._clauses[n] = passage_clauses([self.passages[n]])
-        return Clauses([c for n in numbers for c in self._clauses[n].items])
 
     def haystack(self, n: int) -> Haystack:
         if n not in self._haystacks:
