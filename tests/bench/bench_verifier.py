@@ -91,6 +91,12 @@ def answer(engine: Any, question: str, history: list[Any], passages: list[Any], 
     request = ask_request(
         question=question, history=tuple(Turn(t["role"], t["content"]) for t in history)
     )
+    if hasattr(engine, "answer_with_llm"):
+        # The engine's LLM step (what follows the model's reply, the judgement of a pasted
+        # reply included) with the passages the model was shown.
+        prepared = engine.prepare(request)
+        prepared.passages = passages
+        return engine.with_llm(Recorded(reply)).answer_with_llm(prepared)
     loaded = engine.current()
     return llm_answer.answer_llm(
         Recorded(reply), engine.settings, request, passages, loaded, Deadline(60)
@@ -133,7 +139,9 @@ def cases(data: Path) -> list[dict[str, Any]]:
                 "reply": reply.read_text(encoding="utf-8"),
             }
         )
-    for path in sorted(WEAK.glob("*.json")):
+    weak = [(path, "1.5B", "weak-") for path in sorted(WEAK.glob("*.json"))]
+    weak += [(path, "1.5B, dev", "weakdev-") for path in sorted((data / "weak-dev").glob("*.json"))]
+    for path, name, prefix_key in weak:
         rec = json.loads(path.read_text(encoding="utf-8"))
         row = rec["question"] if isinstance(rec["question"], dict) else {}
         qid = str(row.get("qid", path.stem))
@@ -143,8 +151,8 @@ def cases(data: Path) -> list[dict[str, Any]]:
             continue
         out.append(
             {
-                "set": "1.5B",
-                "key": f"weak-{path.stem}",
+                "set": name,
+                "key": f"{prefix_key}{path.stem}",
                 "site": site,
                 "question": row.get("question", ""),
                 "history": row.get("history") or [],
@@ -152,16 +160,70 @@ def cases(data: Path) -> list[dict[str, Any]]:
                 "style": row.get("style", ""),
                 "passages": rec["passages"],
                 "reply": rec["reply"],
+                "finish_reason": rec.get("finish_reason") or "stop",
             }
         )
     return out
 
 
+def shown_cites(case: dict[str, Any], result: dict[str, Any], item: dict[str, Any]) -> list[int]:
+    """The passage numbers (as the model was shown them) of the citations an answer
+    sentence shows: the answer renumbers them, its ``citations`` name their chunks."""
+    by_chunk = {cid: p["n"] for p in case["passages"] for cid in p["chunk_ids"]}
+    by_new = {c["n"]: by_chunk.get(c["chunk_id"]) for c in result.get("citations", [])}
+    return sorted({n for k in item.get("citations", []) if (n := by_new.get(k)) is not None})
+
+
+def attribution_key(case: dict[str, Any], i: int, cites: list[int]) -> str:
+    """The label key of sentence ``i`` of a reply judged against the passages it is shown
+    with (``attributions-*.jsonl``): a later verifier that shows it with other passages
+    needs a new label, not this one."""
+    return f"{case['key']}:{i}:{','.join(map(str, cites))}"
+
+
+def attribution_items(
+    results: list[tuple[dict[str, Any], Any, dict[int, dict[str, Any]]]],
+) -> list[dict[str, Any]]:
+    """Judge items (``judge-support.md``'s input) for every sentence shown as verified
+    with citations other than its own markers: what the verifier attributed it to is
+    judged like a citation of the model's."""
+    _, _, parse_answer = modules()
+    items = []
+    for case, result, _ in results:
+        shown: dict[str, list[dict[str, Any]]] = {}
+        for item in result.get("answer", []):
+            shown.setdefault(item["text"], []).append(item)
+        passages = {p["n"]: p for p in case["passages"]}
+        for i, s in enumerate(parse_answer(case["reply"])):
+            same = shown.get(s.text) or []
+            item = same.pop(0) if same else None
+            if item is None or item.get("note") or not item.get("verified", True):
+                continue
+            cites = shown_cites(case, result, item)
+            if not cites or cites == sorted(set(s.citations)):
+                continue
+            items.append(
+                {
+                    "key": attribution_key(case, i, cites),
+                    "question": case["question"],
+                    "reply": case["reply"],
+                    "sentences": [{"text": s.text, "cites": cites}],
+                    "passages": {str(n): passages[n]["text"] for n in cites},
+                }
+            )
+    return items
+
+
 def score(
     results: list[tuple[dict[str, Any], Any, dict[int, dict[str, Any]]]],
     detail: list[str] | None = None,
+    attributed: dict[str, dict[int, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
+    """Counts over the labelled sentences. A sentence shown as verified with citations
+    other than its own is also scored *as shown* (``*_as_shown``): by the label of the
+    passages it is shown with (``attributed``), when the model's own markers differ."""
     _, _, parse_answer = modules()
+    attributed = attributed or {}
     c: Counter[str] = Counter()
     for case, result, labels in results:
         shown: dict[str, list[dict[str, Any]]] = {}
@@ -192,6 +254,14 @@ def score(
             c[f"{kind}"] += 1
             c[f"{kind}_shown"] += is_shown
             c[f"{kind}_verified"] += bool(verified)
+            as_shown = kind
+            if verified and item is not None:
+                cites = shown_cites(case, result, item)
+                if cites and cites != sorted(set(s.citations)):
+                    c["attributed"] += 1
+                    judged = attributed.get(attribution_key(case, i, cites), {}).get(0)
+                    as_shown = judged["label"] if judged else "unlabelled"
+            c[f"{as_shown}_verified_as_shown"] += bool(verified)
             if label.get("key_answer") and kind in ("supported", "partial") and not is_shown:
                 key_lost = True
             if kind == "meta":
@@ -232,14 +302,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data", default=str(DATA))
     p.add_argument("--detail", default="", help="write each sentence's label and fate here")
+    p.add_argument(
+        "--attributions",
+        default="",
+        help="write the judge input of the sentences shown with citations of the verifier's",
+    )
     args = p.parse_args()
     detail: list[str] = []
     data = Path(args.data)
     labels = load_labels(sorted((data / "labels").glob("labels-*.jsonl")))
+    attributed = load_labels(sorted((data / "labels").glob("attributions-*.jsonl")))
     built = engines()
     by_set: dict[str, list[Any]] = {}
+    cut: Counter[str] = Counter()
     for case in cases(data):
         if case["key"] not in labels:
+            continue
+        if case.get("finish_reason") == "length":
+            # The product never verifies a reply the model did not finish: the quoted
+            # answer replaces it (llm_answer.complete_answer). Not a verifier case.
+            cut[case["set"]] += 1
             continue
         result = answer(
             built[case["site"]],
@@ -255,8 +337,9 @@ def main() -> None:
         "| hedged answers' coverage set | unanswerable refused |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    shown_as: dict[str, dict[str, Any]] = {}
     for name, results in by_set.items():
-        s = score(results, detail)
+        s = shown_as[name] = score(results, detail, attributed)
         print(
             f"| {name} | {pct(s.get('supported_shown', 0), s.get('supported', 0))} "
             f"| {pct(s.get('supported_verified', 0), s.get('supported', 0))} "
@@ -267,6 +350,29 @@ def main() -> None:
             f"| {pct(s.get('hedged_coverage_set', 0), s.get('hedged_questions', 0))} "
             f"| {pct(s.get('unanswerable_refused', 0), s.get('unanswerable', 0))} |"
         )
+    for name, n in cut.items():
+        print(f"\n{name}: {n} replies cut at the output limit, answered by the quote instead")
+    print(
+        "\nShown as verified, judged against the passages shown: a sentence the verifier"
+        " attributed (its own markers differ) counts by the label of what it is shown with"
+        " (`labels/attributions-*.jsonl`).\n"
+    )
+    print("| set | shown as verified | attributed | of which unlabelled | unsupported | partial |")
+    print("|---|---|---|---|---|---|")
+    for name, s in shown_as.items():
+        total = sum(v for k, v in s.items() if k.endswith("_verified_as_shown"))
+        print(
+            f"| {name} | {total} | {s.get('attributed', 0)} "
+            f"| {s.get('unlabelled_verified_as_shown', 0)} "
+            f"| {pct(s.get('unsupported_verified_as_shown', 0), total)} "
+            f"| {pct(s.get('partial_verified_as_shown', 0), total)} |"
+        )
+    if args.attributions:
+        items = [i for results in by_set.values() for i in attribution_items(results)]
+        Path(args.attributions).write_text(
+            json.dumps(items, ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+        print(f"\n{len(items)} attributed sentences → {args.attributions}")
     if args.detail:
         Path(args.detail).write_text("\n".join(detail) + "\n", encoding="utf-8")
 
