@@ -343,7 +343,19 @@ class Engine:
             prepared.reason = reason
             prepared.passages = extractive_passages(prepared.loaded.retriever, prepared.hits)
         prepared.timings["llm"] = ms(time.perf_counter() - t)
+        if result is not None and result["verification"]["pasted"] and not result["abstained"]:
+            result = self._judge_as_quote(prepared, result)
         return result
+
+    def _judge_as_quote(self, prepared: Prepared, result: dict[str, Any]) -> dict[str, Any]:
+        """A reply that only pastes its passages (citations/pasted.py) is the quote written
+        out again: when the quoted answer would refuse (the docs do not seem to cover the
+        question), it is shown as the closest the docs come, not as an answer."""
+        quote = self.answer_quoting(prepared)
+        if not quote["abstained"]:
+            return result
+        log.info("verification: a pasted reply to a question the docs do not seem to cover")
+        return {**result, "abstained": True, "coverage": "none"}
 
     def answer_quoting(self, prepared: Prepared) -> dict[str, Any]:
         """The extractive answer (with the reason when it replaces the LLM's)."""

@@ -19,6 +19,7 @@ from anchored_query.answer.prompt import (
 )
 from anchored_query.answer.response import covered
 from anchored_query.citations.checking import Checker
+from anchored_query.citations.pasted import is_pasted
 from anchored_query.citations.support import foreign_terms, make_support
 from anchored_query.citations.verify import parse_answer, renumber, verify
 from anchored_query.errors import LLMError
@@ -248,7 +249,13 @@ def answer_llm(
         "coverage": verified.coverage,
         "removed_sentences": verified.removed + echoed,
         "unverified_sentences": verified.unverified,
-        "verification": {"sentences": len(sentences), "checks": checks, "decisions": decisions},
+        "verification": {
+            "sentences": len(sentences),
+            "checks": checks,
+            "decisions": decisions,
+            # Only copies of its passages: the engine judges it as the quote (pasted.py).
+            "pasted": is_pasted((s.text for s in shown), passages),
+        },
     }
 
 

@@ -1,0 +1,64 @@
+"""Does a reply only paste its passages? Then it is a quote, and is judged as one.
+
+Each sentence a model copies from a passage is supported by it, so verification
+shows it as verified. That says nothing about whether the copied text answers the
+question: a small model given passages that come close to an unanswerable question
+can paste them, sentence after sentence, each attributed to the passage it came
+from. A reply that adds nothing of its own is the quoted answer written out again,
+and the quoted answer has its own test of whether the docs answer the question at
+all (:mod:`anchored_query.retrieval.evidence`): the engine applies that test to a
+pasted reply, and when the quote would refuse, the reply is shown as what the docs
+come closest to (``coverage`` "none"), not as an answer (``Engine.answer_with_llm``).
+
+A sentence is *pasted* when its words, in order (case, punctuation, Markdown marks
+and citation markers aside), occur in one passage and it has at least
+:data:`MIN_WORDS` of them; code blocks and shorter sentences ("Yes.", "toggle:")
+are not counted either way. A reply is pasted when it has at least
+:data:`MIN_SENTENCES` counted sentences and at least :data:`SHARE` of them are
+pasted. On the recorded replies (``tests/bench/bench_verifier.py``) a capable
+model never pastes more than half of a reply's sentences; the 1.5B model pasted 7
+of 8 and 4 of 5 (two answerable questions, whose quote the test lets through).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+from anchored_query.citations.sentences import CITATION_MARKER
+from anchored_query.types import Passage
+
+__all__ = ["MIN_SENTENCES", "MIN_WORDS", "SHARE", "is_pasted", "pasted_share"]
+
+MIN_WORDS = 5
+MIN_SENTENCES = 3
+SHARE = 0.8
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _words(text: str) -> str:
+    text = CITATION_MARKER.sub(" ", unicodedata.normalize("NFKC", text))
+    return " ".join(_WORD.findall(text.casefold()))
+
+
+def pasted_share(sentences: Iterable[str], passages: Sequence[Passage]) -> tuple[int, int]:
+    """(pasted, counted): how many of the counted sentences occur in a passage."""
+    bodies = [f" {_words(p.text + chr(10) + p.highlight)} " for p in passages]
+    counted = pasted = 0
+    for text in sentences:
+        if text.lstrip().startswith(("```", "~~~")):
+            continue
+        words = _words(text)
+        if len(words.split()) < MIN_WORDS:
+            continue
+        counted += 1
+        pasted += any(f" {words} " in body for body in bodies)
+    return pasted, counted
+
+
+def is_pasted(sentences: Iterable[str], passages: Sequence[Passage]) -> bool:
+    """Whether the reply's sentences only paste passage text (see the module docstring)."""
+    pasted, counted = pasted_share(sentences, passages)
+    return counted >= MIN_SENTENCES and pasted >= SHARE * counted

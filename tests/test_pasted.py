@@ -1,0 +1,101 @@
+"""A reply that only pastes its passages is judged as the quote (citations/pasted.py):
+shown as the closest the docs come when the quoted answer would refuse the question."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from anchored_query.citations.pasted import MIN_SENTENCES, is_pasted, pasted_share
+from anchored_query.serve.app import create_app
+from anchored_query.settings import Settings
+from fakes import FakeOpenAIServer, Reply, quote_passages
+from passages import make_passage
+from starlette.testclient import TestClient
+
+PAGE = (
+    "Live reload needs WebSocket connections to the browser. Some corporate proxies "
+    "block them, so run Skylark with the no-livereload flag and refresh by hand. "
+    "The preview window has keyboard shortcuts for every page of the site."
+)
+PASTED = [
+    "Live reload needs **WebSocket** connections to the browser [1].",
+    "Some corporate proxies block them, so run Skylark with the no-livereload flag [1].",
+    "The preview window has keyboard shortcuts for every page [1].",
+]
+
+
+def test_sentences_copied_from_a_passage_count_markup_and_markers_aside() -> None:
+    passages = [make_passage(PAGE)]
+    assert pasted_share(PASTED, passages) == (3, 3)
+    assert is_pasted(PASTED, passages)
+    # One sentence of the model's own in three is not a paste.
+    own = [*PASTED[:2], "Turn the proxy off for localhost so the reload keeps working [1]."]
+    assert pasted_share(own, passages) == (2, 3)
+    assert not is_pasted(own, passages)
+
+
+def test_short_sentences_and_code_are_not_counted() -> None:
+    passages = [make_passage(PAGE)]
+    short = ["Yes [1].", "toggle:", "```yaml\nlive reload: false\n```", PASTED[0]]
+    assert pasted_share(short, passages) == (1, 1)
+    # Too few counted sentences to call the reply a paste.
+    assert not is_pasted(short, passages)
+    assert MIN_SENTENCES > 1
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+def llm_client(qa_index: Path, tmp_path: Path, srv: FakeOpenAIServer) -> TestClient:
+    settings = Settings(
+        index=str(qa_index),
+        cache_dir=str(tmp_path / "cache"),
+        feedback=str(tmp_path / "feedback"),
+        refresh_s=0,
+        llm_provider="openai",
+        llm_model="fake-model",
+        llm_base_url=srv.url,
+        llm_api_key="sk-test-1234567890",
+    )
+    return TestClient(create_app(settings), raise_server_exceptions=False)
+
+
+def test_a_pasted_reply_to_a_question_the_docs_do_not_cover_is_not_an_answer(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    question = "How do I deploy Skylark on Kubernetes with a Helm chart and autoscaling?"
+    openai.script(Reply(quote_passages(k=6)), Reply(quote_passages(k=6)))
+    with llm_client(qa_index, tmp_path, openai) as c:
+        body = c.post("/v1/ask", json={"question": question}).json()
+        quoted = c.post("/v1/ask", json={"question": question, "mode": "extractive"}).json()
+    assert quoted["abstained"]  # the quoted answer refuses it
+    assert body["mode"] == "llm" and body["verification"]["pasted"]
+    assert body["abstained"] and body["coverage"] == "none"
+    # What the model pasted stays, as the closest the docs come, with its citations.
+    assert body["answer"] and all(item["citations"] for item in body["answer"])
+
+
+def test_a_pasted_reply_to_a_question_the_docs_answer_stays_an_answer(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    question = "Why does live reload not work behind our corporate proxy?"
+    openai.script(Reply(quote_passages(k=6)))
+    with llm_client(qa_index, tmp_path, openai) as c:
+        body = c.post("/v1/ask", json={"question": question}).json()
+    assert body["verification"]["pasted"]
+    assert not body["abstained"] and body["coverage"] == "full"
+
+
+def test_a_reply_of_its_own_is_not_judged_as_a_quote(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    openai.script(Reply(quote_passages(k=1)))
+    with llm_client(qa_index, tmp_path, openai) as c:
+        body = c.post("/v1/ask", json={"question": "Which port does Skylark use?"}).json()
+    assert body["verification"]["pasted"] is False
+    assert not body["abstained"]
