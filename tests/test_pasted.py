@@ -13,6 +13,7 @@ from anchored_query.settings import Settings
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from passages import make_passage
 from starlette.testclient import TestClient
+from test_streaming import comparable, streamed
 
 PAGE = (
     "Live reload needs WebSocket connections to the browser. Some corporate proxies "
@@ -99,3 +100,18 @@ def test_a_reply_of_its_own_is_not_judged_as_a_quote(
         body = c.post("/v1/ask", json={"question": "Which port does Skylark use?"}).json()
     assert body["verification"]["pasted"] is False
     assert not body["abstained"]
+
+
+def test_a_streamed_pasted_reply_ends_as_the_buffered_one(
+    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
+) -> None:
+    # The stream shows the copied sentences as they are checked; its final record (which
+    # the ask box draws in place of them) is the buffered abstention.
+    question = "How do I deploy Skylark on Kubernetes with a Helm chart and autoscaling?"
+    openai.script(Reply(quote_passages(k=6)), Reply(quote_passages(k=6)))
+    with llm_client(qa_index, tmp_path, openai) as c:
+        buffered = c.post("/v1/ask", json={"question": question}).json()
+        events = streamed(c, {"question": question})
+    final = dict(events)["final"]
+    assert final["abstained"] and final["coverage"] == "none"
+    assert comparable(final) == comparable(buffered)
