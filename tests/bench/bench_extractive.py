@@ -258,15 +258,20 @@ def norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def top_sections(retriever: Retriever, hits: Ranking, k: int = 10) -> list[str]:
-    out: list[str] = []
+def ranked_sections(retriever: Retriever, hits: Ranking, k: int = 10) -> list[tuple[str, Any]]:
+    """The first ``k`` distinct sections of a ranking, in rank order, each with its
+    best-ranked chunk."""
+    out: dict[str, Any] = {}
     for hit in hits:
-        parent = str(retriever.index.chunks[hit.row]["parent"])
-        if parent not in out:
-            out.append(parent)
+        chunk = retriever.index.chunks[hit.row]
+        out.setdefault(str(chunk["parent"]), chunk)
         if len(out) >= k:
             break
-    return out
+    return list(out.items())
+
+
+def top_sections(retriever: Retriever, hits: Ranking, k: int = 10) -> list[str]:
+    return [section for section, _ in ranked_sections(retriever, hits, k)]
 
 
 def gold_ids(row: dict[str, Any]) -> set[str]:

@@ -44,23 +44,13 @@ from bench_extractive import (
     load_set,
     pct,
     quantile,
+    ranked_sections,
     retrieve,
     score,
 )
 from reader_model import Reader, passage_of, reader_question
 
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def ranked_sections(retriever: Any, hits: Any, k: int = 30) -> list[tuple[str, dict[str, Any]]]:
-    """Today's sections in rank order, each with its best-ranked chunk."""
-    out: dict[str, dict[str, Any]] = {}
-    for hit in hits:
-        chunk = retriever.index.chunks[hit.row]
-        out.setdefault(str(chunk["parent"]), chunk)
-        if len(out) >= k:
-            break
-    return list(out.items())
 
 
 def mean(xs: list[float]) -> float:
@@ -83,7 +73,7 @@ def run_site(site: str, reader: Reader, split: str, depth: int) -> dict[str, Any
         score(row, after(row, passages, hits, retriever, model), today)
         today.times.append((time.perf_counter() - t0) * 1000)
 
-        sections = ranked_sections(retriever, hits)
+        sections = ranked_sections(retriever, hits, 30)
         top = sections[:depth]
         t0 = time.perf_counter()
         reading = reader.read(

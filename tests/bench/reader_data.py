@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from anchored_query.question.query_forms import search_forms
-from bench_extractive import load_retriever
+from bench_extractive import load_retriever, ranked_sections
 from reader_model import passage_of
 from realdocs import DEFAULT_OUT
 
@@ -95,18 +95,13 @@ def passage_text(chunk: dict[str, Any]) -> str:
 
 def candidates_for(retriever: Any, question: str, source: str) -> list[dict[str, Any]]:
     hits = retriever.rank(search_forms(question, []))
-    chunks = retriever.index.chunks
-    seen: dict[str, dict[str, Any]] = {}
-    for hit in hits:
-        chunk = chunks[hit.row]
-        parent = str(chunk["parent"])
-        if parent not in seen:
-            seen[parent] = {"section": parent, "text": passage_text(chunk), "rank": len(seen) + 1}
-        if len(seen) >= TOP_K:
-            break
-    out = list(seen.values())
-    if source and source not in seen:
-        first = next((c for c in chunks if str(c["parent"]) == source), None)
+    ranked = ranked_sections(retriever, hits, TOP_K)
+    out = [
+        {"section": section, "text": passage_text(chunk), "rank": rank}
+        for rank, (section, chunk) in enumerate(ranked, 1)
+    ]
+    if source and source not in dict(ranked):
+        first = next((c for c in retriever.index.chunks if str(c["parent"]) == source), None)
         if first is not None:
             out.append({"section": source, "text": passage_text(first), "rank": 0})
     return out
