@@ -309,9 +309,9 @@ def record_fixtures(base_url: str) -> None:
         write_fixture(asked, prompt_rev)
 
 
-def write_fixture(asked: Asked, prompt_rev: str) -> None:
-    """tests/fixtures/llm-replies/<qid>.json from one real ask (no secrets: the local
-    server has no key, and the request holds only the prompt)."""
+def write_fixture(asked: Asked, prompt_rev: str, out_dir: Path = FIXTURES) -> None:
+    """``out_dir``/<qid>.json (tests/fixtures/llm-replies) from one real ask (no secrets:
+    the local server has no key, and the request holds only the prompt)."""
     answer_calls = [c for c in asked.calls if c.completion is not None]
     if not answer_calls:
         log(f"{asked.qid}: no reply ({[c.error for c in asked.calls]})")
@@ -337,8 +337,8 @@ def write_fixture(asked: Asked, prompt_rev: str) -> None:
         "finish_reason": choice.get("finish_reason"),
         "latency_s": entry["latency_s"],
     }
-    FIXTURES.mkdir(parents=True, exist_ok=True)
-    out = FIXTURES / f"{asked.qid}.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{asked.qid}.json"
     out.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n", "utf-8")
     reply = choice["message"]["content"]
     log(f"{asked.qid}: recorded ({entry['latency_s']:.0f}s) {reply[:80]!r}")

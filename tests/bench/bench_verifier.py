@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import fields
@@ -225,6 +226,7 @@ def score(
     _, _, parse_answer = modules()
     attributed = attributed or {}
     c: Counter[str] = Counter()
+    foreign_verified: Counter[str] = Counter()  # unsupported sentences shown as verified
     for case, result, labels in results:
         shown: dict[str, list[dict[str, Any]]] = {}
         for item in result.get("answer", []):
@@ -262,6 +264,8 @@ def score(
                     judged = attributed.get(attribution_key(case, i, cites), {}).get(0)
                     as_shown = judged["label"] if judged else "unlabelled"
             c[f"{as_shown}_verified_as_shown"] += bool(verified)
+            if as_shown == "unsupported" and verified:
+                foreign_verified[case["key"]] += 1
             if label.get("key_answer") and kind in ("supported", "partial") and not is_shown:
                 key_lost = True
             if kind == "meta":
@@ -275,7 +279,56 @@ def score(
         if not case["answerable"]:
             c["unanswerable"] += 1
             c["unanswerable_refused"] += coverage == "none" or bool(result.get("abstained"))
+        else:
+            c["answerable"] += 1
+            c["answerable_refused"] += coverage == "none" or bool(result.get("abstained"))
+        # The answers a reader must not take for verified ones: a reply that mostly
+        # pastes passages to a question the docs do not answer, and a reply in another
+        # language than its pages that makes a claim no passage makes.
+        answered = coverage != "none" and not result.get("abstained")
+        pasted, counted = copies(sentences, case["passages"])
+        if counted and 2 * pasted >= counted:
+            c["pasted"] += 1
+            if not case["answerable"]:
+                c["pasted_unanswerable"] += 1
+                c["pasted_unanswerable_answered"] += answered
+        if other_language(case) and any(
+            labels.get(i, {}).get("label") == "unsupported" for i in range(len(sentences))
+        ):
+            c["foreign_claims"] += 1
+            c["foreign_claims_verified"] += foreign_verified.get(case["key"], 0) > 0
     return dict(c)
+
+
+def copies(sentences: list[Any], passages: list[dict[str, Any]]) -> tuple[int, int]:
+    """(sentences copied from a passage, sentences counted) of a reply: the measure of
+    this repository's ``pasted.py``, read from its file (the same on an older tree)."""
+    global _PASTED
+    if _PASTED is None:
+        import importlib.util
+
+        path = HERE.parents[1] / "lambda" / "anchored_query" / "citations" / "pasted.py"
+        spec = importlib.util.spec_from_file_location("bench_pasted", path)
+        assert spec is not None and spec.loader is not None
+        _PASTED = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_PASTED)
+    counts: tuple[int, int] = _PASTED.pasted_share(
+        (s.text for s in sentences), passages_of(passages)
+    )
+    return counts
+
+
+_PASTED: Any = None
+
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def other_language(case: dict[str, Any]) -> bool:
+    """A Chinese question on English pages: the reply is in another language than its
+    passages."""
+    text = " ".join(p["text"] for p in case["passages"][:3])
+    return bool(_CJK.search(case["question"])) and not _CJK.search(text)
 
 
 def grounding(case: dict[str, Any], sentence: Any) -> str:
@@ -334,9 +387,9 @@ def main() -> None:
     print(
         "\n| set | supported shown | supported shown as verified | unsupported shown as "
         "verified | partial shown as verified | key answer lost | hedges shown "
-        "| hedged answers' coverage set | unanswerable refused |"
+        "| hedged answers' coverage set | unanswerable refused | answerable refused |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     shown_as: dict[str, dict[str, Any]] = {}
     for name, results in by_set.items():
         s = shown_as[name] = score(results, detail, attributed)
@@ -348,7 +401,8 @@ def main() -> None:
             f"| {pct(s.get('key_lost', 0), s.get('questions', 0))} "
             f"| {pct(s.get('meta_shown', 0), s.get('meta', 0))} "
             f"| {pct(s.get('hedged_coverage_set', 0), s.get('hedged_questions', 0))} "
-            f"| {pct(s.get('unanswerable_refused', 0), s.get('unanswerable', 0))} |"
+            f"| {pct(s.get('unanswerable_refused', 0), s.get('unanswerable', 0))} "
+            f"| {pct(s.get('answerable_refused', 0), s.get('answerable', 0))} |"
         )
     for name, n in cut.items():
         print(f"\n{name}: {n} replies cut at the output limit, answered by the quote instead")
@@ -366,6 +420,23 @@ def main() -> None:
             f"| {s.get('unlabelled_verified_as_shown', 0)} "
             f"| {pct(s.get('unsupported_verified_as_shown', 0), total)} "
             f"| {pct(s.get('partial_verified_as_shown', 0), total)} |"
+        )
+    print(
+        "\nAnswers not to be taken for verified ones: replies that paste passages (half of"
+        " their sentences or more copied word for word) to a question the docs do not"
+        " answer, and replies in another language than their pages with a claim no passage"
+        " makes (a sentence labelled unsupported).\n"
+    )
+    print(
+        "| set | replies pasted | of them to unanswerable questions | shown as an answer "
+        "| other-language replies with an unsupported claim | that claim shown as verified |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, s in shown_as.items():
+        print(
+            f"| {name} | {s.get('pasted', 0)} | {s.get('pasted_unanswerable', 0)} "
+            f"| {s.get('pasted_unanswerable_answered', 0)} | {s.get('foreign_claims', 0)} "
+            f"| {s.get('foreign_claims_verified', 0)} |"
         )
     if args.attributions:
         items = [i for results in by_set.values() for i in attribution_items(results)]

@@ -6,7 +6,10 @@ For every case of ``tests/bench/data/capable/cases.jsonl`` with a reply, one ite
 ``judge-support.md``: ``key``, ``question``, the ``reply``, its ``sentences`` as the
 verifier splits them (:func:`parse_answer`: each ``text`` with the passage numbers it
 ``cites``) and the text of every passage cited, by number. Blind to what the verifier
-decides. Written as ``labels/input-K.json``, one per batch of the judges.
+decides. Written as ``labels/input-K.json``, one per batch of the judges, and
+``labels/input-weak.json`` / ``input-weakdev.json`` for the 1.5B model's replies
+(``tests/fixtures/llm-replies``, ``weak-dev/``). An input file already there is kept:
+its labels were made from it.
 """
 
 from __future__ import annotations
@@ -54,11 +57,14 @@ def item_of(case: dict[str, Any], root: Path, asked: dict[str, str]) -> dict[str
 WEAK = Path(__file__).resolve().parents[1] / "fixtures" / "llm-replies"
 
 
-def weak_items() -> list[dict[str, Any]]:
-    """The 1.5B model's recorded replies (tests/fixtures/llm-replies), as judge items."""
+def weak_items(folder: Path = WEAK, prefix: str = "weak-") -> list[dict[str, Any]]:
+    """The 1.5B model's recorded replies (tests/fixtures/llm-replies; ``weak-dev/``), as
+    judge items keyed ``prefix`` + the fixture's name."""
     items = []
-    for path in sorted(WEAK.glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))
+        if rec.get("finish_reason") == "length":
+            continue  # (never verified: the quoted answer replaces a reply cut short)
         row = (
             rec["question"] if isinstance(rec["question"], dict) else {"question": rec["question"]}
         )
@@ -70,7 +76,7 @@ def weak_items() -> list[dict[str, Any]]:
         cited = sorted({n for s in sentences for n in s.citations if n in passages})
         items.append(
             {
-                "key": f"weak-{path.stem}",
+                "key": f"{prefix}{path.stem}",
                 "question": (f"(earlier: {earlier}) " if earlier else "") + row["question"],
                 "reply": rec["reply"],
                 "sentences": [{"text": s.text, "cites": list(s.citations)} for s in sentences],
@@ -92,12 +98,19 @@ def main() -> None:
     for k in range(args.batches):
         batch = items[k :: args.batches]
         out = root / "labels" / f"input-{k + 1}.json"
+        if out.exists():
+            continue  # (labelled already: its labels were made from this input)
         out.write_text(json.dumps(batch, ensure_ascii=False, indent=1), encoding="utf-8")
         print(out, len(batch), sum(len(i["sentences"]) for i in batch), "sentences")
-    weak = weak_items()
-    out = root / "labels" / "input-weak.json"
-    out.write_text(json.dumps(weak, ensure_ascii=False, indent=1), encoding="utf-8")
-    print(out, len(weak), sum(len(i["sentences"]) for i in weak), "sentences")
+    for name, weak in (
+        ("weak", weak_items()),
+        ("weakdev", weak_items(root / "weak-dev", "weakdev-")),
+    ):
+        out = root / "labels" / f"input-{name}.json"
+        if out.exists():
+            continue  # (labelled already: its labels were made from this input)
+        out.write_text(json.dumps(weak, ensure_ascii=False, indent=1), encoding="utf-8")
+        print(out, len(weak), sum(len(i["sentences"]) for i in weak), "sentences")
 
 
 if __name__ == "__main__":
