@@ -39,11 +39,12 @@ def test_sentences_copied_from_a_passage_count_markup_and_markers_aside() -> Non
 
 def test_short_sentences_and_code_are_not_counted() -> None:
     passages = [make_passage(PAGE)]
-    short = ["Yes [1].", "toggle:", "```yaml\nlive reload: false\n```", PASTED[0]]
-    assert pasted_share(short, passages) == (1, 1)
-    # Too few counted sentences to call the reply a paste.
-    assert not is_pasted(short, passages)
-    assert MIN_SENTENCES > 1
+    short = ["Yes [1].", "toggle:", "```yaml\nlive reload: false\n```"]
+    assert pasted_share(short, passages) == (0, 0)
+    assert not is_pasted(short, passages)  # nothing counted: not a paste
+    # One copied sentence beside them is the whole of what the reply says.
+    assert pasted_share([*short, PASTED[0]], passages) == (1, 1)
+    assert is_pasted([*short, PASTED[0]], passages) and MIN_SENTENCES == 1
 
 
 @pytest.fixture
@@ -95,11 +96,11 @@ def test_a_pasted_reply_to_a_question_the_docs_answer_stays_an_answer(
 def test_a_reply_of_its_own_is_not_judged_as_a_quote(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
-    openai.script(Reply(quote_passages(k=1)))
+    own = "When port 8000 is taken, start Skylark on another one with `--dev-addr` [1]."
+    openai.script(Reply(own))
     with llm_client(qa_index, tmp_path, openai) as c:
         body = c.post("/v1/ask", json={"question": "Which port does Skylark use?"}).json()
-    assert body["verification"]["pasted"] is False
-    assert not body["abstained"]
+    assert body["mode"] == "llm" and body["verification"]["pasted"] is False
 
 
 def test_a_streamed_pasted_reply_ends_as_the_buffered_one(
