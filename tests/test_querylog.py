@@ -123,7 +123,7 @@ def check_records(location: str, results: list[dict[str, Any]]) -> None:
         "latency_ms",
     }
     assert set(answered) == allowed
-    assert set(answered["verification"]) <= {"sentences", "checks"}
+    assert set(answered["verification"]) <= {"sentences", "checks", "pasted"}
 
 
 def test_asks_through_the_app_are_logged_to_a_local_folder(qa_index: Path, tmp_path: Path) -> None:

@@ -227,6 +227,7 @@ def test_the_report_shows_what_verification_decided_per_check(tmp_path: Path) ->
         rows.append(row)
     assert rows[0]["verification"] == {
         "sentences": 10,
+        "pasted": False,
         "checks": {"weak_support": {"removed": 0, "unverified": 2}},
     }
     assert rows[0]["unverified_sentences"] == 2 and rows[0]["coverage"] == "partial"
@@ -241,3 +242,26 @@ def test_the_report_shows_what_verification_decided_per_check(tmp_path: Path) ->
     markdown = render_markdown(data)
     assert "### Verification (20 sentences)" in markdown
     assert "| unknown\\_citation | 5.0% | 0.0% |" in markdown
+
+
+def test_the_report_counts_pasted_replies_and_those_shown_as_the_closest(tmp_path: Path) -> None:
+    """A reply that only pasted its passages is judged as the quote; the owner sees how
+    often, and how often the quote's refusal made it an abstention."""
+    sink = LocalSink(tmp_path)
+    day = "2026-03-03"
+    rows = []
+    for n, (pasted, abstained) in enumerate(((True, True), (True, False), (False, False))):
+        result = {
+            "id": f"p{n}",
+            "citations": [],
+            "abstained": abstained,
+            "verification": {"sentences": 3, "checks": {}, "pasted": pasted},
+        }
+        row = ask_record(result, f"pasted question {n}", 1.0)
+        row["t"] = f"{day}T00:00:0{n}.000000Z"
+        rows.append(row)
+    sink.write("asks", day, gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    data = collect(str(tmp_path)).to_json()
+    assert data["verification"]["pasted"] == 2 and data["verification"]["pasted_refused"] == 1
+    line = "only pasted passage text: 2; shown as the closest passages (the quoted answer"
+    assert line in render_markdown(data) and line in render_html(data)

@@ -91,6 +91,8 @@ def _verification_counts(value: Any) -> dict[str, Any]:
     checks = value.get("checks")
     return {
         "sentences": int(value.get("sentences", 0) or 0),
+        # A reply that only pasted its passages (judged as the quote: citations/pasted.py).
+        "pasted": bool(value.get("pasted")),
         "checks": {
             str(name): {k: int(v) for k, v in counts.items() if k in ("removed", "unverified")}
             for name, counts in (checks.items() if isinstance(checks, Mapping) else ())

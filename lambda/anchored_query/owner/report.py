@@ -65,6 +65,8 @@ class Report:
     removed_sentences: int = 0
     checked_sentences: int = 0  # sentences of LLM replies the verifier read
     checks: dict[str, Counter[str]] = field(default_factory=dict)  # check -> removed/unverified
+    pasted: int = 0  # LLM replies that only pasted their passages
+    pasted_refused: int = 0  # of them, shown as the closest (the quote would refuse)
     days: dict[str, list[int]] = field(default_factory=dict)  # day -> answered, refused, fb
     cited: Counter[str] = field(default_factory=Counter)
     gaps: dict[str, Gap] = field(default_factory=dict)
@@ -98,6 +100,8 @@ class Report:
             "removed_sentences": self.removed_sentences,
             "verification": {
                 "sentences": self.checked_sentences,
+                "pasted": self.pasted,
+                "pasted_refused": self.pasted_refused,
                 "checks": [
                     {
                         "check": name,
@@ -182,6 +186,9 @@ def collect(
         verification = ask.get("verification") or {}
         if isinstance(verification, dict):
             report.checked_sentences += int(verification.get("sentences", 0) or 0)
+            if verification.get("pasted"):
+                report.pasted += 1
+                report.pasted_refused += abstained
             for name, counts in (verification.get("checks") or {}).items():
                 tally = report.checks.setdefault(str(name), Counter())
                 for action in ("removed", "unverified"):

@@ -167,11 +167,21 @@ def render_html(data: dict[str, Any], *, title: str = "Anchored: what readers as
         for c in verification["checks"]
     ]
     out.append(_table(["check", "removed", "not verified"], rows, frozenset({1, 2})))
+    if verification.get("pasted"):
+        out.append(f"<p>{_e(_pasted_line(verification))}</p>")
     out.append("<h2>Slowest answers</h2>")
     rows = [[f"{s['latency_ms']:.0f} ms", s["t"][:19], s["question"]] for s in data["slowest"]]
     out.append(_table(["latency", "time", "question"], rows, frozenset({0})))
     out.append("</body></html>\n")
     return "".join(out)
+
+
+def _pasted_line(verification: dict[str, Any]) -> str:
+    return (
+        f"LLM replies that only pasted passage text: {verification['pasted']}; "
+        f"shown as the closest passages (the quoted answer would refuse the question): "
+        f"{verification['pasted_refused']}."
+    )
 
 
 def _md(value: Any) -> str:
@@ -216,6 +226,8 @@ def render_markdown(data: dict[str, Any]) -> str:
             lines.append(
                 f"| {_md(c['check'])} | {c['removed_share']:.1%} | {c['unverified_share']:.1%} |"
             )
+    if verification.get("pasted"):
+        lines += ["", _pasted_line(verification)]
     never = data["pages_never_cited"]
     if never:
         lines += ["", f"Pages never cited: {len(never)}"]
