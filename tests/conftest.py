@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes import FakeOpenAIServer
 
 SITE_FIXTURE = Path(__file__).parent / "fixtures" / "site-fixture"
 
@@ -73,3 +75,11 @@ def qa_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def qa_index(qa_project: Path) -> Path:
     """The index folder of the built qa site."""
     return qa_project / ".anchored" / "index"
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeOpenAIServer]:
+    """A fake OpenAI-compatible server over real HTTP (a test module may define its own,
+    with other default replies)."""
+    with FakeOpenAIServer() as srv:
+        yield srv

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ from fakes import (
 from starlette.testclient import TestClient
 
 KEY = "sk-test-abcdef123456"
-
-
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
 
 
 def client_for(qa_index: Path, tmp_path: Path, **llm: Any) -> TestClient:

@@ -68,12 +68,6 @@ def app_client(qa_index: Path, tmp_path: Path, **llm: Any) -> TestClient:
     return TestClient(create_app(settings), raise_server_exceptions=False)
 
 
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
 @pytest.fixture(params=["openai", "bedrock"])
 def provider(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch

@@ -3,16 +3,12 @@ shown as the closest the docs come when the quoted answer would refuse the quest
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from anchored_query.citations.pasted import MIN_SENTENCES, is_pasted, pasted_share
-from anchored_query.serve.app import create_app
-from anchored_query.settings import Settings
 from fakes import FakeOpenAIServer, Reply, quote_passages
 from passages import make_passage
-from starlette.testclient import TestClient
+from test_ask_llm import openai_client
 from test_streaming import comparable, streamed
 
 PAGE = (
@@ -47,39 +43,25 @@ def test_short_sentences_and_code_are_not_counted() -> None:
     assert is_pasted([*short, PASTED[0]], passages) and MIN_SENTENCES == 1
 
 
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
-def llm_client(qa_index: Path, tmp_path: Path, srv: FakeOpenAIServer) -> TestClient:
-    settings = Settings(
-        index=str(qa_index),
-        cache_dir=str(tmp_path / "cache"),
-        feedback=str(tmp_path / "feedback"),
-        refresh_s=0,
-        llm_provider="openai",
-        llm_model="fake-model",
-        llm_base_url=srv.url,
-        llm_api_key="sk-test-1234567890",
-    )
-    return TestClient(create_app(settings), raise_server_exceptions=False)
+QUESTION_NOT_COVERED = "How do I deploy Skylark on Kubernetes with a Helm chart and autoscaling?"
 
 
 def test_a_pasted_reply_to_a_question_the_docs_do_not_cover_is_not_an_answer(
     qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
 ) -> None:
-    question = "How do I deploy Skylark on Kubernetes with a Helm chart and autoscaling?"
-    openai.script(Reply(quote_passages(k=6)), Reply(quote_passages(k=6)))
-    with llm_client(qa_index, tmp_path, openai) as c:
-        body = c.post("/v1/ask", json={"question": question}).json()
-        quoted = c.post("/v1/ask", json={"question": question, "mode": "extractive"}).json()
-    assert quoted["abstained"]  # the quoted answer refuses it
+    openai.script(*[Reply(quote_passages(k=6))] * 2)
+    with openai_client(qa_index, tmp_path, openai) as c:
+        body = c.post("/v1/ask", json={"question": QUESTION_NOT_COVERED}).json()
+        quoted = c.post("/v1/ask", json={"question": QUESTION_NOT_COVERED, "mode": "extractive"})
+        # The stream shows the copied sentences as they are checked; its final record
+        # (which the ask box draws in place of them) is the buffered abstention.
+        events = streamed(c, {"question": QUESTION_NOT_COVERED})
+    assert quoted.json()["abstained"]  # the quoted answer refuses it
     assert body["mode"] == "llm" and body["verification"]["pasted"]
     assert body["abstained"] and body["coverage"] == "none"
     # What the model pasted stays, as the closest the docs come, with its citations.
     assert body["answer"] and all(item["citations"] for item in body["answer"])
+    assert comparable(dict(events)["final"]) == comparable(body)
 
 
 def test_a_pasted_reply_to_a_question_the_docs_answer_stays_an_answer(
@@ -87,7 +69,7 @@ def test_a_pasted_reply_to_a_question_the_docs_answer_stays_an_answer(
 ) -> None:
     question = "Why does live reload not work behind our corporate proxy?"
     openai.script(Reply(quote_passages(k=6)))
-    with llm_client(qa_index, tmp_path, openai) as c:
+    with openai_client(qa_index, tmp_path, openai) as c:
         body = c.post("/v1/ask", json={"question": question}).json()
     assert body["verification"]["pasted"]
     assert not body["abstained"] and body["coverage"] == "full"
@@ -98,21 +80,6 @@ def test_a_reply_of_its_own_is_not_judged_as_a_quote(
 ) -> None:
     own = "When port 8000 is taken, start Skylark on another one with `--dev-addr` [1]."
     openai.script(Reply(own))
-    with llm_client(qa_index, tmp_path, openai) as c:
+    with openai_client(qa_index, tmp_path, openai) as c:
         body = c.post("/v1/ask", json={"question": "Which port does Skylark use?"}).json()
     assert body["mode"] == "llm" and body["verification"]["pasted"] is False
-
-
-def test_a_streamed_pasted_reply_ends_as_the_buffered_one(
-    qa_index: Path, tmp_path: Path, openai: FakeOpenAIServer
-) -> None:
-    # The stream shows the copied sentences as they are checked; its final record (which
-    # the ask box draws in place of them) is the buffered abstention.
-    question = "How do I deploy Skylark on Kubernetes with a Helm chart and autoscaling?"
-    openai.script(Reply(quote_passages(k=6)), Reply(quote_passages(k=6)))
-    with llm_client(qa_index, tmp_path, openai) as c:
-        buffered = c.post("/v1/ask", json={"question": question}).json()
-        events = streamed(c, {"question": question})
-    final = dict(events)["final"]
-    assert final["abstained"] and final["coverage"] == "none"
-    assert comparable(final) == comparable(buffered)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from anchored_query.citations.links import OnPage, citation_link
 from anchored_query.citations.spans import _Source, attach, cited_span, pieces
 from anchored_query.citations.units import section_units
@@ -180,12 +178,6 @@ def test_without_the_page_the_old_fragment_is_kept() -> None:
 
 
 # ---- through the app, on the qa site
-
-
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
 
 
 def test_the_wrong_target_of_issue_12_through_the_app(

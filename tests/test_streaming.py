@@ -49,12 +49,6 @@ def two_paragraphs(request: Any) -> str:
     return quote_passages(k=1)(request) + "\n\n" + quote_passages(k=2)(request)
 
 
-@pytest.fixture
-def openai() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as srv:
-        yield srv
-
-
 def settings_for(qa_index: Path, tmp_path: Path, url: str | None, **extra: Any) -> Settings:
     llm: dict[str, Any] = {}
     if url is not None:
