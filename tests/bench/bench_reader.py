@@ -16,6 +16,10 @@ the index of ``tests/bench/realdocs.py``), for the questions of ``--split``:
   P(answers) over the answerer's passages moves;
 - **cost**: the reader's time per question (ms, p50), beside today's whole answer.
 
+With ``--features`` the reader is ``reader_features.py``'s logistic regression over four
+cheap features (no new model), fitted on the labelled pairs of every site but the one
+measured: every site is held out.
+
 A site listed in a ``--fold`` is read by that fold's model, trained without it
 (``tools/train_reader.py --sites <the others> --out DIR``): a held-out site. Other sites
 are read by ``--reader``, which may have seen them (``seen`` in the table). The quote is
@@ -57,7 +61,7 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def run_site(site: str, reader: Reader, split: str, depth: int) -> dict[str, Any]:
+def run_site(site: str, reader: Any, split: str, depth: int) -> dict[str, Any]:
     retriever, model = load_retriever(index_of(f"realdocs:{site}", Path("/tmp")))
     retriever.rank(["warm up"])
     rows = load_set(f"realdocs:{site}", split)
@@ -110,7 +114,12 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--reader", type=Path, required=True, help="a model for the other sites")
+    p.add_argument("--reader", type=Path, help="a model for the other sites")
+    p.add_argument(
+        "--features",
+        action="store_true",
+        help="read with reader_features.py's logistic regression, fitted without each site",
+    )
     p.add_argument("--split", default="all", choices=("dev", "test", "all"))
     p.add_argument("--depth", type=int, default=8, help="sections / passages the reader reads")
     p.add_argument("--fold", action="append", default=[], help="SITE,SITE=MODEL_DIR")
@@ -122,11 +131,21 @@ def main() -> None:
         sites, _, folder = spec.partition("=")
         for site in sites.split(","):
             folds[site] = Path(folder)
+    if args.features == bool(args.reader):
+        p.error("give --reader DIR or --features")
     readers: dict[Path, Reader] = {}
     results = {}
     for site in args.sites:
-        folder = folds.get(site, args.reader)
-        reader = readers.setdefault(folder, Reader(folder))
+        if args.features:
+            # Fitted on the labelled pairs of every other site: each site is held out.
+            from reader_features import FeatureReader
+
+            retriever, _ = load_retriever(index_of(f"realdocs:{site}", Path("/tmp")))
+            folds[site] = Path("features")
+            reader: Any = FeatureReader(retriever.embedder, site)
+        else:
+            folder = folds.get(site, args.reader)
+            reader = readers.setdefault(folder, Reader(folder))
         results[site] = run_site(site, reader, args.split, args.depth)
 
     print(f"\nsplit: {args.split}; the reader reads the top {args.depth}")
