@@ -26,11 +26,13 @@ answerable question's answer changed.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
 from anchored_query.citations.sentences import CITATION_MARKER
+from anchored_query.citations.support import PASSAGE_CACHE
 from anchored_query.types import Passage
 
 __all__ = ["MIN_SENTENCES", "MIN_WORDS", "SHARE", "is_pasted", "pasted_share"]
@@ -47,9 +49,16 @@ def _words(text: str) -> str:
     return " ".join(_WORD.findall(text.casefold()))
 
 
+@functools.lru_cache(maxsize=PASSAGE_CACHE)
+def _body(text: str) -> str:
+    """A passage's words, padded, kept across requests (a streamed reply is checked at
+    each paragraph, with the same passages)."""
+    return f" {_words(text)} "
+
+
 def pasted_share(sentences: Iterable[str], passages: Sequence[Passage]) -> tuple[int, int]:
     """(pasted, counted): how many of the counted sentences occur in a passage."""
-    bodies = [f" {_words(p.text + chr(10) + p.highlight)} " for p in passages]
+    bodies = [_body(p.text + "\n" + p.highlight) for p in passages]
     counted = pasted = 0
     for text in sentences:
         if text.lstrip().startswith(("```", "~~~")):
