@@ -22,8 +22,9 @@ the unanswerable questions counted as refusals. Run it on an older tree (its
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
-import re
 import sys
 from collections import Counter
 from dataclasses import fields
@@ -167,12 +168,34 @@ def cases(data: Path) -> list[dict[str, Any]]:
     return out
 
 
-def shown_cites(case: dict[str, Any], result: dict[str, Any], item: dict[str, Any]) -> list[int]:
-    """The passage numbers (as the model was shown them) of the citations an answer
-    sentence shows: the answer renumbers them, its ``citations`` name their chunks."""
+def matched(sentences: list[Any], result: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """The answer item that shows each parsed sentence (None: not shown); a text the
+    reply repeats is matched in order."""
+    shown: dict[str, list[dict[str, Any]]] = {}
+    for item in result.get("answer", []):
+        shown.setdefault(item["text"], []).append(item)
+    out: list[dict[str, Any] | None] = []
+    for s in sentences:
+        same = shown.get(s.text)
+        out.append(same.pop(0) if same else None)
+    return out
+
+
+def attributed_cites(case: dict[str, Any], result: dict[str, Any]) -> Any:
+    """For a sentence and the item that shows it: the passage numbers (as the model was
+    shown them) it is shown as verified with, when they are not its own markers (the
+    verifier attributed it, or cut its group); else None. The answer renumbers its
+    citations; its ``citations`` name their chunks."""
     by_chunk = {cid: p["n"] for p in case["passages"] for cid in p["chunk_ids"]}
     by_new = {c["n"]: by_chunk.get(c["chunk_id"]) for c in result.get("citations", [])}
-    return sorted({n for k in item.get("citations", []) if (n := by_new.get(k)) is not None})
+
+    def cites(sentence: Any, item: dict[str, Any] | None) -> list[int] | None:
+        if item is None or item.get("note") or not item.get("verified", True):
+            return None
+        shown = sorted({n for k in item.get("citations", []) if (n := by_new.get(k)) is not None})
+        return shown if shown and shown != sorted(set(sentence.citations)) else None
+
+    return cites
 
 
 def attribution_key(case: dict[str, Any], i: int, cites: list[int]) -> str:
@@ -191,17 +214,12 @@ def attribution_items(
     _, _, parse_answer = modules()
     items = []
     for case, result, _ in results:
-        shown: dict[str, list[dict[str, Any]]] = {}
-        for item in result.get("answer", []):
-            shown.setdefault(item["text"], []).append(item)
         passages = {p["n"]: p for p in case["passages"]}
-        for i, s in enumerate(parse_answer(case["reply"])):
-            same = shown.get(s.text) or []
-            item = same.pop(0) if same else None
-            if item is None or item.get("note") or not item.get("verified", True):
-                continue
-            cites = shown_cites(case, result, item)
-            if not cites or cites == sorted(set(s.citations)):
+        sentences = parse_answer(case["reply"])
+        cites_of = attributed_cites(case, result)
+        for i, (s, item) in enumerate(zip(sentences, matched(sentences, result), strict=True)):
+            cites = cites_of(s, item)
+            if cites is None:
                 continue
             items.append(
                 {
@@ -226,20 +244,16 @@ def score(
     _, _, parse_answer = modules()
     attributed = attributed or {}
     c: Counter[str] = Counter()
-    foreign_verified: Counter[str] = Counter()  # unsupported sentences shown as verified
     for case, result, labels in results:
-        shown: dict[str, list[dict[str, Any]]] = {}
-        for item in result.get("answer", []):
-            shown.setdefault(item["text"], []).append(item)
         sentences = parse_answer(case["reply"])
+        cites_of = attributed_cites(case, result)
         key_lost = False
         hedged = False
-        for i, s in enumerate(sentences):
+        unsupported_verified = 0  # (as shown)
+        for i, (s, item) in enumerate(zip(sentences, matched(sentences, result), strict=True)):
             label = labels.get(i)
             if label is None:
                 continue
-            items = shown.get(s.text) or []
-            item = items.pop(0) if items else None
             is_shown = item is not None
             verified = is_shown and item.get("verified", True) and not item.get("note")
             kind = label["label"]
@@ -257,15 +271,13 @@ def score(
             c[f"{kind}_shown"] += is_shown
             c[f"{kind}_verified"] += bool(verified)
             as_shown = kind
-            if verified and item is not None:
-                cites = shown_cites(case, result, item)
-                if cites and cites != sorted(set(s.citations)):
-                    c["attributed"] += 1
-                    judged = attributed.get(attribution_key(case, i, cites), {}).get(0)
-                    as_shown = judged["label"] if judged else "unlabelled"
+            cites = cites_of(s, item)
+            if cites is not None:
+                c["attributed"] += 1
+                judged = attributed.get(attribution_key(case, i, cites), {}).get(0)
+                as_shown = judged["label"] if judged else "unlabelled"
             c[f"{as_shown}_verified_as_shown"] += bool(verified)
-            if as_shown == "unsupported" and verified:
-                foreign_verified[case["key"]] += 1
+            unsupported_verified += as_shown == "unsupported" and bool(verified)
             if label.get("key_answer") and kind in ("supported", "partial") and not is_shown:
                 key_lost = True
             if kind == "meta":
@@ -296,39 +308,37 @@ def score(
             labels.get(i, {}).get("label") == "unsupported" for i in range(len(sentences))
         ):
             c["foreign_claims"] += 1
-            c["foreign_claims_verified"] += foreign_verified.get(case["key"], 0) > 0
+            c["foreign_claims_verified"] += unsupported_verified > 0
     return dict(c)
 
 
 def copies(sentences: list[Any], passages: list[dict[str, Any]]) -> tuple[int, int]:
     """(sentences copied from a passage, sentences counted) of a reply: the measure of
-    this repository's ``pasted.py``, read from its file (the same on an older tree)."""
-    global _PASTED
-    if _PASTED is None:
-        import importlib.util
-
-        path = HERE.parents[1] / "lambda" / "anchored_query" / "citations" / "pasted.py"
-        spec = importlib.util.spec_from_file_location("bench_pasted", path)
-        assert spec is not None and spec.loader is not None
-        _PASTED = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_PASTED)
-    counts: tuple[int, int] = _PASTED.pasted_share(
+    this repository's ``pasted.py`` (the same on an older tree, which may lack it)."""
+    counts: tuple[int, int] = this_trees_pasted().pasted_share(
         (s.text for s in sentences), passages_of(passages)
     )
     return counts
 
 
-_PASTED: Any = None
-
-
-_CJK = re.compile(r"[\u3400-\u9fff]")
+@functools.cache
+def this_trees_pasted() -> Any:
+    """``citations/pasted.py`` of this repository, read from its file."""
+    path = HERE.parents[1] / "lambda" / "anchored_query" / "citations" / "pasted.py"
+    spec = importlib.util.spec_from_file_location("bench_pasted", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def other_language(case: dict[str, Any]) -> bool:
     """A Chinese question on English pages: the reply is in another language than its
     passages."""
+    from anchored_query.citations.sentences import is_cjk
+
     text = " ".join(p["text"] for p in case["passages"][:3])
-    return bool(_CJK.search(case["question"])) and not _CJK.search(text)
+    return any(map(is_cjk, case["question"])) and not any(map(is_cjk, text))
 
 
 def grounding(case: dict[str, Any], sentence: Any) -> str:
