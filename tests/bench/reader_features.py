@@ -35,6 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_extractive import load_retriever  # noqa: E402
+from calibrate_abstention import fit_logistic  # noqa: E402
 from realdocs import DEFAULT_OUT, build  # noqa: E402
 
 from build_index.tokenizer import tokenize  # noqa: E402
@@ -84,16 +85,12 @@ def auc(score: Array, label: Array) -> float:
     return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
-def fit(x: Array, y: Array, l2: float = 1.0, steps: int = 3000) -> Array:
-    """Logistic regression on standardised features (gradient descent); returns the
-    weights for :func:`score` (mean, scale and coefficients)."""
+def fit(x: Array, y: Array) -> Array:
+    """:func:`calibrate_abstention.fit_logistic` (unweighted) on standardised features;
+    returns the weights for :func:`score` (mean, scale, then intercept and coefficients)."""
     mu, sd = x.mean(0), x.std(0) + 1e-9
-    a = np.c_[np.ones(len(x)), (x - mu) / sd]
-    w = np.zeros(a.shape[1])
-    for _ in range(steps):
-        p = 1 / (1 + np.exp(-a @ w))
-        w -= 0.5 * (a.T @ (p - y) / len(y) + l2 * np.r_[0, w[1:]] / len(y))
-    return np.concatenate([mu, sd, w])
+    beta = fit_logistic((x - mu) / sd, y, np.ones(len(y)))
+    return np.concatenate([mu, sd, beta])
 
 
 def score(weights: Array, x: Array) -> Array:
