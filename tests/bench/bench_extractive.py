@@ -55,6 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_extractive
+from anchored_query.answer.extractive import answer_extractively
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.question.query_forms import search_forms
@@ -216,9 +217,7 @@ def after(
     row: dict[str, Any], passages: list[Passage], hits: Ranking, retriever: Retriever, model: str
 ) -> dict[str, Any]:
     # As Engine.ask: a Chinese question on English docs is answered by its gloss.
-    return answer_extractive(
-        hits.gloss or row["question"],
-        passages,
+    arguments: dict[str, Any] = dict(
         similarity=hits.best_similarity,
         model=model,
         embedder=retriever.embedder,
@@ -227,6 +226,12 @@ def after(
         history=history_of(row),
         asked=row["question"] if hits.gloss else "",
     )
+    question = hits.gloss or row["question"]
+    decided = answer_extractively(question, passages, **arguments)
+    payload = answer_extractive(question, passages, decided=decided, **arguments)
+    # For --dump only (not part of the response): the probability that the docs answer.
+    payload["_confidence"] = decided.confidence
+    return payload
 
 
 @dataclass
@@ -293,6 +298,8 @@ def score(row: dict[str, Any], payload: dict[str, Any], tally: Tally) -> dict[st
     detail: dict[str, Any] = {
         "abstained": abstained,
         "answer": [s["text"] for s in payload["answer"]],
+        "confidence": payload.get("_confidence"),
+        "tentative": bool(payload.get("tentative")),
     }
     tentative = not abstained and bool(payload.get("tentative"))
     if not row["answerable"]:
