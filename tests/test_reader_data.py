@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 DATA = Path(__file__).parent / "bench" / "data" / "reader"
-SITES = ("mkdocs", "httpx", "material", "anchored", "starlette")
+SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
 LABELS = {"answers", "on_topic", "unrelated"}
 
 

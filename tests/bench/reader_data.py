@@ -38,8 +38,16 @@ from realdocs import DEFAULT_OUT
 
 DATA = Path(__file__).resolve().parent / "data" / "reader"
 WORK = Path("/tmp/anchored-bench/reader")
-SITES = ("mkdocs", "httpx", "material", "anchored", "starlette")
-SAMPLE = {"mkdocs": 90, "httpx": 80, "material": 110, "anchored": 80, "starlette": 80}
+SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
+SAMPLE = {
+    "mkdocs": 90,
+    "httpx": 80,
+    "material": 110,
+    "anchored": 80,
+    "starlette": 80,
+    "drf": 80,
+    "hatch": 80,
+}
 TOP_K = 6
 SEED = 26
 _SKIP_PAGE = re.compile(r"release-notes|changelog|about/|sponsor|contributing", re.I)

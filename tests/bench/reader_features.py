@@ -41,7 +41,7 @@ from realdocs import DEFAULT_OUT, build  # noqa: E402
 from build_index.tokenizer import tokenize  # noqa: E402
 
 DATA = HERE / "data" / "reader"
-SITES = ("mkdocs", "httpx", "material", "anchored", "starlette")
+SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
 NAMES = ("cos", "best line", "lexical", "1/rank")
 MAX_LINES = 40
 CACHE = Path("/tmp/anchored-bench/reader-features.npz")
@@ -101,17 +101,20 @@ def score(weights: Array, x: Array) -> Array:
 
 
 def load(cache: Path = CACHE) -> tuple[dict[str, Array], dict[str, Array]]:
-    """The labelled pairs' features and labels by site (computed once, then cached)."""
+    """The labelled pairs' features and labels of each site that has pairs (computed once,
+    then cached; a site whose pairs are added later is computed then)."""
+    sites = [s for s in SITES if (DATA / f"pairs-{s}.jsonl").exists()]
     if cache.exists():
         saved = np.load(cache)
-        return {s: saved[f"{s}_x"] for s in SITES}, {s: saved[f"{s}_y"] for s in SITES}
+        if all(f"{s}_x" in saved for s in sites):
+            return {s: saved[f"{s}_x"] for s in sites}, {s: saved[f"{s}_y"] for s in sites}
     embedder = load_retriever(build("mkdocs", DEFAULT_OUT, stale_ok=True) / "index")[0].embedder
     x, y = {}, {}
-    for site in SITES:
+    for site in sites:
         x[site], y[site] = features(site, embedder)
         print(f"{site}: {len(y[site])} pairs, {y[site].mean():.0%} answers", flush=True)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, **{f"{s}_x": x[s] for s in SITES}, **{f"{s}_y": y[s] for s in SITES})
+    np.savez(cache, **{f"{s}_x": x[s] for s in sites}, **{f"{s}_y": y[s] for s in sites})
     return x, y
 
 
@@ -122,7 +125,7 @@ class FeatureReader:
 
     def __init__(self, embedder: Any, held_out: str, cache: Path = CACHE) -> None:
         x, y = load(cache)
-        others = [s for s in SITES if s != held_out]
+        others = [s for s in x if s != held_out]
         self.name = f"features (fitted without {held_out})"
         self.embedder = embedder
         self.weights = fit(
@@ -146,8 +149,8 @@ def main() -> None:
     print("\nROC AUC of *answers* against the rest, on the site left out:\n")
     print("| site left out | " + " | ".join(NAMES) + " | logistic of the four, fitted elsewhere |")
     print("|---|" + "---|" * (len(NAMES) + 1))
-    for held in SITES:
-        others = [s for s in SITES if s != held]
+    for held in x:
+        others = [s for s in x if s != held]
         weights = fit(
             np.concatenate([x[s] for s in others]), np.concatenate([y[s] for s in others])
         )

@@ -26,6 +26,16 @@ the untitled lead section of a page (section id ``page/#``).
     python tests/bench/realdocs.py                     # build all four (default model)
     python tests/bench/realdocs.py --sites httpx --model multilingual-e5-small
     python tests/bench/realdocs.py --check
+
+The other sites (``EXTRA_SITES``: starlette, uvicorn, drf, hatch) are real projects'
+``docs/`` and ``mkdocs.yml`` at the commits named below, unpacked from a clone into
+``$ANCHORED_EXTRA_DOCS/<site>`` (default ``/tmp/anchored-bench/extradocs``); a snapshot
+without some images needs the text files only:
+
+    git -C REPO ls-tree -r --name-only REV -- docs mkdocs.yml | while read -r f; do
+      mkdir -p "OUT/$(dirname "$f")"; git -C REPO show "REV:$f" > "OUT/$f" || rm "OUT/$f"
+    done
+    python tests/bench/realdocs.py --sites starlette uvicorn drf hatch
 """
 
 from __future__ import annotations
@@ -54,8 +64,11 @@ SITES = ("mkdocs", "httpx", "material", "anchored")  # the development sets
 # starlette: encode/starlette at cb8f84f5 (Version 0.47.3). uvicorn: encode/uvicorn at
 # e6c7ce79, the quoted answer's fifth set, never tuned on (issue 25): its questions
 # (data/realdocs/uvicorn.jsonl) were written before any answer was looked at.
+# drf: encode/django-rest-framework at 751a19fe; hatch: pypa/hatch at ed8e30be (more
+# training corpora for the reader; their snapshots lack some images, so the Markdown
+# files and mkdocs.yml are unpacked one by one with ``git show``).
 EXTRA = Path(os.environ.get("ANCHORED_EXTRA_DOCS", "/tmp/anchored-bench/extradocs"))
-EXTRA_SITES = ("starlette", "uvicorn")
+EXTRA_SITES = ("starlette", "uvicorn", "drf", "hatch")
 STYLES = {"short", "long", "typo", "followup", "zh", "unanswerable"}
 
 # Top-level keys whose whole block is dropped, and nested lines dropped alone.
