@@ -77,6 +77,30 @@ def load_pairs(sites: list[str], data: Path = DATA) -> list[dict[str, Any]]:
     return rows
 
 
+def data_args(ap: argparse.ArgumentParser, epochs: int, lr: float) -> None:
+    """The options both trainers take: which pairs, the starting weights, how long."""
+    ap.add_argument("--sites", nargs="+", choices=SITES, default=list(SITES))
+    ap.add_argument("--data", type=Path, default=DATA, help="folder of pairs-<site>.jsonl")
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--source", type=Path, help="folder with model.safetensors + tokenizer.json")
+
+
+def prepare(args: argparse.Namespace) -> tuple[Path, list[dict[str, Any]], dict[str, int]]:
+    """Seed every generator, find the starting weights and load the pairs of ``args``."""
+    import torch
+
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    np.random.seed(SEED)
+    torch.set_num_threads(2)
+    src: Path = args.source or find_source()
+    rows = load_pairs(args.sites, args.data)
+    counts = {label: sum(r["label"] == label for r in rows) for label in LABELS}
+    print(f"{len(rows)} pairs from {', '.join(args.sites)}: {counts}", flush=True)
+    return src, rows, counts
+
+
 def tokenizer(path: Path) -> Any:
     from tokenizers import Tokenizer
 
@@ -248,11 +272,8 @@ def export(model: Any, tok: Any, out: Path, work: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sites", nargs="+", choices=SITES, default=list(SITES))
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--data", type=Path, default=DATA, help="folder of pairs-<site>.jsonl")
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--lr", type=float, default=1e-4)
+    data_args(ap, epochs=4, lr=1e-4)
     ap.add_argument("--layers", type=int, default=6, help="encoder layers kept (of 6)")
     ap.add_argument(
         "--freeze",
@@ -266,19 +287,11 @@ def main() -> None:
         default=0.0,
         help="start the head at the cosine: this weight for answers, minus it for unrelated",
     )
-    ap.add_argument("--source", type=Path, help="folder with model.safetensors + tokenizer.json")
     args = ap.parse_args()
 
     import torch
 
-    torch.manual_seed(SEED)
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.set_num_threads(2)
-    src = args.source or find_source()
-    rows = load_pairs(args.sites, args.data)
-    counts = {label: sum(r["label"] == label for r in rows) for label in LABELS}
-    print(f"{len(rows)} pairs from {', '.join(args.sites)}: {counts}", flush=True)
+    src, rows, counts = prepare(args)
     tok = tokenizer(src / "tokenizer.json")
     model = build_model(src, args.layers)
     if args.freeze:

@@ -30,10 +30,13 @@ held-out site, so none was wired into the answerer.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from anchored_query.owner.evaluation import ndcg_at, recall_at
@@ -61,7 +64,9 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
-def run_site(site: str, reader: Any, split: str, depth: int) -> dict[str, Any]:
+def run_site(
+    site: str, reader: Any, split: str, depth: int, dump: TextIO | None = None
+) -> dict[str, Any]:
     retriever, model = load_retriever(index_of(f"realdocs:{site}", Path("/tmp")))
     retriever.rank(["warm up"])
     rows = load_set(f"realdocs:{site}", split)
@@ -74,7 +79,8 @@ def run_site(site: str, reader: Any, split: str, depth: int) -> dict[str, Any]:
         question = reader_question(row["question"], history_of(row))
         passages, hits = retrieve(retriever, row["question"], history_of(row))
         t0 = time.perf_counter()
-        score(row, after(row, passages, hits, retriever, model), today)
+        today_payload = after(row, passages, hits, retriever, model)
+        score(row, today_payload, today)
         today.times.append((time.perf_counter() - t0) * 1000)
 
         sections = ranked_sections(retriever, hits, 30)
@@ -100,6 +106,10 @@ def run_site(site: str, reader: Any, split: str, depth: int) -> dict[str, Any]:
         read = reader.read(question, [passage_of(p.heading_path, p.text) for p in shown])
         read_ms[-1] += (time.perf_counter() - t0) * 1000
         curve.append((bool(row["answerable"]), float(read.answers.max(initial=0.0))))
+        if dump is not None:
+            record = {"site": site, "qid": row["qid"], "answerable": bool(row["answerable"])}
+            record.update(reader=curve[-1][1], today=today_payload.get("_confidence"))
+            dump.write(json.dumps(record) + "\n")
     return {
         "rows": len(rows),
         "today": today,
@@ -108,6 +118,27 @@ def run_site(site: str, reader: Any, split: str, depth: int) -> dict[str, Any]:
         "curve": curve,
         "read_ms": read_ms,
     }
+
+
+def pair_aucs(site: str, reader: Any) -> tuple[float, float, float] | None:
+    """On ``site``'s labelled pairs: ROC AUC of *answers* against the rest by the embedder's
+    cosine, by the four-feature regression fitted without the site, and by ``reader``."""
+    from reader_features import DATA, auc, fit, load
+    from reader_features import score as feature_score
+
+    x, y = load()
+    if site not in x:
+        return None
+    path = DATA / f"pairs-{site}.jsonl"
+    rows = [json.loads(ln) for ln in path.read_text("utf-8").splitlines() if ln.strip()]
+    others = [s for s in x if s != site]
+    weights = fit(np.concatenate([x[s] for s in others]), np.concatenate([y[s] for s in others]))
+    read = np.array([float(reader.read(r["question"], [r["passage"]]).answers[0]) for r in rows])
+    return (
+        auc(x[site][:, 0], y[site]),
+        auc(feature_score(weights, x[site]), y[site]),
+        auc(read, y[site]),
+    )
 
 
 def main() -> None:
@@ -124,6 +155,14 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=8, help="sections / passages the reader reads")
     p.add_argument("--fold", action="append", default=[], help="SITE,SITE=MODEL_DIR")
     p.add_argument("--sites", nargs="+", default=list(REALDOCS))
+    p.add_argument(
+        "--dump",
+        type=Path,
+        help="write each question's best P(answers) and today's probability (JSON Lines)",
+    )
+    p.add_argument(
+        "--pairs", action="store_true", help="also score the held-out sites' labelled pairs"
+    )
     args = p.parse_args()
 
     folds: dict[str, Path] = {}
@@ -134,6 +173,7 @@ def main() -> None:
     if args.features == bool(args.reader):
         p.error("give --reader DIR or --features")
     readers: dict[Path, Reader] = {}
+    dump = open(args.dump, "w", encoding="utf-8") if args.dump else None  # noqa: SIM115
     results = {}
     for site in args.sites:
         if args.features:
@@ -146,7 +186,9 @@ def main() -> None:
         else:
             folder = folds.get(site, args.reader)
             reader = readers.setdefault(folder, Reader(folder))
-        results[site] = run_site(site, reader, args.split, args.depth)
+        results[site] = run_site(site, reader, args.split, args.depth, dump)
+    if dump is not None:
+        dump.close()
 
     print(f"\nsplit: {args.split}; the reader reads the top {args.depth}")
     print(
@@ -164,6 +206,15 @@ def main() -> None:
             f"| {pct(t.answered, t.answerable)} / {pct(t.refused, t.unanswerable)} "
             f"| {quantile(r['read_ms'], 0.5):.0f} | {quantile(t.times, 0.5):.0f} |"
         )
+    if args.pairs:
+        print("\nThe labelled pairs of each held-out site: ROC AUC of *answers* against the rest")
+        print("\n| site | embedder cosine | four features, fitted elsewhere | reader |")
+        print("|---|---|---|---|")
+        for site in results:
+            folder = folds.get(site, args.reader)
+            aucs = pair_aucs(site, readers[folder]) if site in folds and folder in readers else None
+            if aucs is not None:
+                print(f"| {site} | " + " | ".join(f"{a:.3f}" for a in aucs) + " |")
     print("\nThe reader's curve: answerable answered / near misses refused, by threshold")
     print("\n| site | " + " | ".join(f"{x:.1f}" for x in THRESHOLDS) + " |")
     print("|---|" + "---|" * len(THRESHOLDS))

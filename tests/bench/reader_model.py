@@ -22,6 +22,8 @@ import numpy.typing as npt
 from anchored_query.question.query_forms import search_forms
 from anchored_query.types import Turn
 
+from build_index.embedder import Embedder, ModelSpec
+
 DESCRIPTOR = "anchored-reader.json"
 LABELS = ("answers", "on_topic", "unrelated")
 #: Tokens read per (question, passage) when the descriptor does not say (the longer of
@@ -63,12 +65,20 @@ class Reader:
             raise ReaderError(f"{folder} is not a reader model folder: {exc}") from exc
         if desc.get("format") != "anchored-reader" or desc.get("labels") != list(LABELS):
             raise ReaderError(f"{folder / DESCRIPTOR}: not an anchored-reader descriptor")
+        self.name = str(desc.get("name", folder.name))
+        self._bi: tuple[Embedder, float, float] | None = None
+        if desc.get("kind") == "bi-encoder":  # tools/train_bireader.py: the embedder, moved
+            spec = ModelSpec.from_dir(folder / str(desc.get("model", "model")))
+            if verify and spec.sha256 != str(desc.get("sha256", "")).lower():
+                raise ReaderError(f"{folder}: the model's sha256 does not match the descriptor")
+            embedder = Embedder(spec, threads=threads, verify=verify)
+            self._bi = (embedder, float(desc["scale"]), float(desc["bias"]))
+            return
         onnx = folder / str(desc.get("onnx", "model.onnx"))
         if verify:
             digest = hashlib.sha256(onnx.read_bytes()).hexdigest()
             if digest != str(desc.get("sha256", "")).lower():
                 raise ReaderError(f"{onnx}: sha256 {digest} does not match the descriptor")
-        self.name = str(desc.get("name", folder.name))
         tok = Tokenizer.from_file(str(folder / str(desc.get("tokenizer", "tokenizer.json"))))
         tok.no_padding()
         self.max_tokens = int(desc.get("max_tokens", MAX_TOKENS))
@@ -89,6 +99,11 @@ class Reader:
         """How likely each passage answers ``question``."""
         if not passages:
             return Reading(np.zeros((0, len(LABELS)), dtype=np.float32))
+        if self._bi is not None:
+            embedder, scale, bias = self._bi
+            cos = embedder.embed_passages(list(passages)) @ embedder.embed_query(question)
+            p = (1.0 / (1.0 + np.exp(-(scale * cos + bias)))).astype(np.float32)
+            return Reading(np.c_[p, np.zeros_like(p), 1 - p])
         out: list[npt.NDArray[np.float32]] = []
         for start in range(0, len(passages), _BATCH):
             enc = self._tok.encode_batch([(question, p) for p in passages[start : start + _BATCH]])
