@@ -10,7 +10,7 @@ the index of ``tests/bench/realdocs.py``), for the questions of ``--split``:
 
 - **ranking**: nDCG@10 and recall@10 of the sections as today's retrieval ranks them,
   and with the reader reordering the top ``--depth`` sections (each read as its best
-  chunk) by its relevance;
+  chunk) by its relevance, alone and fused with today's order (reciprocal ranks);
 - **refusal**: the no-LLM answer today (answerable questions answered, near misses
   refused), and the reader's curve: answered against refused as a threshold on its best
   P(answers) over the answerer's passages moves;
@@ -64,6 +64,11 @@ def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
 
 
+def rrf(*ranks: int, k: int = 60) -> float:
+    """Reciprocal-rank fusion of 0-based ranks (k = 60, the usual constant)."""
+    return sum(1.0 / (k + 1 + r) for r in ranks)
+
+
 def run_site(
     site: str, reader: Any, split: str, depth: int, dump: TextIO | None = None
 ) -> dict[str, Any]:
@@ -71,7 +76,7 @@ def run_site(
     retriever.rank(["warm up"])
     rows = load_set(f"realdocs:{site}", split)
     today = Tally()
-    ndcg: dict[str, list[float]] = {"today": [], "reader": []}
+    ndcg: dict[str, list[float]] = {"today": [], "reader": [], "fused": []}
     recall: dict[str, list[float]] = {"today": [], "reader": []}
     curve: list[tuple[bool, float]] = []
     read_ms: list[float] = []
@@ -93,10 +98,15 @@ def run_site(
         ids = [sid for sid, _ in sections]
         order = sorted(range(len(top)), key=lambda i: -float(reading.relevance[i]))
         reranked = [ids[i] for i in order] + ids[depth:]
+        # Fused: reciprocal-rank fusion of today's order and the reader's (ties: today's).
+        by_reader = {i: r for r, i in enumerate(order)}
+        fused_order = sorted(range(len(top)), key=lambda i: (-rrf(i, by_reader[i]), i))
+        fused = [ids[i] for i in fused_order] + ids[depth:]
         if row["answerable"]:
             gold = gold_ids(row)
             ndcg["today"].append(ndcg_at(ids, gold, 10))
             ndcg["reader"].append(ndcg_at(reranked, gold, 10))
+            ndcg["fused"].append(ndcg_at(fused, gold, 10))
             recall["today"].append(recall_at(ids, gold, 10))
             recall["reader"].append(recall_at(reranked, gold, 10))
 
@@ -192,16 +202,17 @@ def main() -> None:
 
     print(f"\nsplit: {args.split}; the reader reads the top {args.depth}")
     print(
-        "\n| site | model | questions | nDCG@10 today → reader | recall@10 today → reader "
+        "\n| site | model | questions | nDCG@10 today → reader | fused with today's "
+        "| recall@10 today → reader "
         "| today: answered / near misses refused | reader ms p50 | answer ms p50 today |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for site, r in results.items():
         t = r["today"]
-        n_t, n_r = mean(r["ndcg"]["today"]), mean(r["ndcg"]["reader"])
+        n_t, n_r, n_f = (mean(r["ndcg"][k]) for k in ("today", "reader", "fused"))
         print(
             f"| {site} | {'held out' if site in folds else 'seen'} | {r['rows']} "
-            f"| {n_t:.3f} → **{n_r:.3f}** ({n_r - n_t:+.3f}) "
+            f"| {n_t:.3f} → **{n_r:.3f}** ({n_r - n_t:+.3f}) | {n_f:.3f} ({n_f - n_t:+.3f}) "
             f"| {mean(r['recall']['today']):.2f} → {mean(r['recall']['reader']):.2f} "
             f"| {pct(t.answered, t.answerable)} / {pct(t.refused, t.unanswerable)} "
             f"| {quantile(r['read_ms'], 0.5):.0f} | {quantile(t.times, 0.5):.0f} |"

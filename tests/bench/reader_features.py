@@ -104,18 +104,23 @@ def load(cache: Path = CACHE) -> tuple[dict[str, Array], dict[str, Array]]:
     """The labelled pairs' features and labels of each site that has pairs (computed once,
     then cached; a site whose pairs are added later is computed then)."""
     sites = [s for s in SITES if (DATA / f"pairs-{s}.jsonl").exists()]
+    x: dict[str, Array] = {}
+    y: dict[str, Array] = {}
     if cache.exists():
-        saved = np.load(cache)
-        if all(f"{s}_x" in saved for s in sites):
-            return {s: saved[f"{s}_x"] for s in sites}, {s: saved[f"{s}_y"] for s in sites}
-    embedder = load_retriever(build("mkdocs", DEFAULT_OUT, stale_ok=True) / "index")[0].embedder
-    x, y = {}, {}
-    for site in sites:
-        x[site], y[site] = features(site, embedder)
-        print(f"{site}: {len(y[site])} pairs, {y[site].mean():.0%} answers", flush=True)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, **{f"{s}_x": x[s] for s in sites}, **{f"{s}_y": y[s] for s in sites})
-    return x, y
+        with np.load(cache) as saved:
+            for s in sites:
+                if f"{s}_x" in saved:
+                    x[s], y[s] = saved[f"{s}_x"], saved[f"{s}_y"]
+    missing = [s for s in sites if s not in x]
+    if missing:
+        index = build("mkdocs", DEFAULT_OUT, stale_ok=True) / "index"
+        embedder = load_retriever(index)[0].embedder
+        for site in missing:
+            x[site], y[site] = features(site, embedder)
+            print(f"{site}: {len(y[site])} pairs, {y[site].mean():.0%} answers", flush=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, **{f"{s}_x": x[s] for s in x}, **{f"{s}_y": y[s] for s in y})
+    return {s: x[s] for s in sites}, {s: y[s] for s in sites}
 
 
 class FeatureReader:
