@@ -10,7 +10,7 @@ labels of ``tests/bench/data/reader/pairs-*.jsonl`` (*answers* against *on topic
 *unrelated*, binary cross-entropy).
 
 Reproduce it in the virtual environment of ``train_reader.py`` (torch 2.13.0, CPU; one
-epoch over three sites' pairs takes about 8 minutes on 2 cores)::
+epoch over three sites' pairs takes about 10 minutes on 2 cores, five sites' 16)::
 
     python tools/train_bireader.py --sites mkdocs httpx starlette --out /tmp/bireader-a
 
