@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from anchored_query.owner.evaluation import ndcg_at, recall_at
+from anchored_query.retrieval.ranking import rrf
 from bench_extractive import (
     REALDOCS,
     Tally,
@@ -62,11 +63,6 @@ THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else 0.0
-
-
-def rrf(*ranks: int, k: int = 60) -> float:
-    """Reciprocal-rank fusion of 0-based ranks (k = 60, the usual constant)."""
-    return sum(1.0 / (k + 1 + r) for r in ranks)
 
 
 def run_site(
@@ -99,9 +95,8 @@ def run_site(
         order = sorted(range(len(top)), key=lambda i: -float(reading.relevance[i]))
         reranked = [ids[i] for i in order] + ids[depth:]
         # Fused: reciprocal-rank fusion of today's order and the reader's (ties: today's).
-        by_reader = {i: r for r, i in enumerate(order)}
-        fused_order = sorted(range(len(top)), key=lambda i: (-rrf(i, by_reader[i]), i))
-        fused = [ids[i] for i in fused_order] + ids[depth:]
+        fusion = rrf([np.arange(len(top)), np.array(order, dtype=np.int64)], len(top))
+        fused = [ids[i] for i in np.argsort(-fusion, kind="stable")] + ids[depth:]
         if row["answerable"]:
             gold = gold_ids(row)
             ndcg["today"].append(ndcg_at(ids, gold, 10))

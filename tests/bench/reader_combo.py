@@ -8,7 +8,7 @@ Each line of the dumps is one question: its site, whether the docs answer it, to
 probability that they do (the shipped refusal model, ``_confidence``) and the reader's
 best P(answers) over the answerer's passages, read by a model that never saw the site.
 Per site, a two-feature logistic regression (the two log-odds,
-:func:`calibrate_abstention.fit_logistic`) is fitted on the other development sites'
+:func:`reader_features.fit`) is fitted on the other development sites'
 questions and scored on the site's: ROC AUC of answerable against near misses for today,
 the reader alone and the two together, and the share of answerable questions still
 answered where 90% of near misses are refused. The never-tuned set (uvicorn) is scored,
@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from calibrate_abstention import fit_logistic
-from reader_features import auc
+from reader_features import auc, fit, score
 
 NEVER_TUNED = ("uvicorn",)
 
@@ -68,11 +67,10 @@ def main() -> None:
         fit_on = [s for s in sites if s != site and s not in NEVER_TUNED]
         if not fit_on:
             continue
-        fx = np.concatenate([feats[s] for s in fit_on])
-        fy = np.concatenate([y[s] for s in fit_on])
-        mu, sd = fx.mean(0), fx.std(0) + 1e-9
-        beta = fit_logistic((fx - mu) / sd, fy, np.ones(len(fy)))
-        both = np.c_[np.ones(len(feats[site])), (feats[site] - mu) / sd] @ beta
+        weights = fit(
+            np.concatenate([feats[s] for s in fit_on]), np.concatenate([y[s] for s in fit_on])
+        )
+        both = score(weights, feats[site])
         today, reader = feats[site][:, 0], feats[site][:, 1]
         print(
             f"| {site} | {len(y[site])} | {auc(today, y[site]):.3f} | {auc(reader, y[site]):.3f} "

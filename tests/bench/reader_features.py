@@ -36,12 +36,11 @@ sys.path.insert(0, str(HERE))
 
 from bench_extractive import load_retriever  # noqa: E402
 from calibrate_abstention import fit_logistic  # noqa: E402
+from reader_data import DATA, SITES  # noqa: E402
 from realdocs import DEFAULT_OUT, build  # noqa: E402
 
 from build_index.tokenizer import tokenize  # noqa: E402
 
-DATA = HERE / "data" / "reader"
-SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
 NAMES = ("cos", "best line", "lexical", "1/rank")
 MAX_LINES = 40
 CACHE = Path("/tmp/anchored-bench/reader-features.npz")
