@@ -105,6 +105,8 @@ class Embedder:
         # chunks with them, 326 MB without, at the same speed).
         opts.enable_mem_pattern = False
         opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
+        for key, value in spec.session_entries().items():
+            opts.add_session_config_entry(key, value)
         try:
             self._session = ort.InferenceSession(
                 str(spec.path), sess_options=opts, providers=["CPUExecutionProvider"]

@@ -51,6 +51,8 @@ class ModelSpecLike(Protocol):
     @property
     def passage_prefix(self) -> str: ...
     @property
+    def compute(self) -> str: ...
+    @property
     def path(self) -> Path: ...
 
 
@@ -67,6 +69,7 @@ class ModelInfo:
     query_prefix: str
     passage_prefix: str
     source_dir: Path
+    compute: str = ""
 
     @classmethod
     def from_spec(cls, spec: ModelSpecLike) -> ModelInfo:
@@ -81,11 +84,12 @@ class ModelInfo:
             query_prefix=spec.query_prefix,
             passage_prefix=spec.passage_prefix,
             source_dir=path.parent if path.suffix == ".onnx" else path,
+            compute=spec.compute,
         )
 
     def descriptor(self) -> dict[str, Any]:
         """``anchored-model.json``: the model's descriptor without local paths."""
-        return {
+        record: dict[str, Any] = {
             "format": "anchored-model",
             "version": 1,
             "name": self.name,
@@ -99,6 +103,9 @@ class ModelInfo:
             "query_prefix": self.query_prefix,
             "passage_prefix": self.passage_prefix,
         }
+        if self.compute:
+            record["compute"] = self.compute
+        return record
 
 
 class FileEntry(TypedDict):

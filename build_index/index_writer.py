@@ -97,6 +97,7 @@ def write_index(
                 "max_tokens": model.max_tokens,
                 "query_prefix": model.query_prefix,
                 "passage_prefix": model.passage_prefix,
+                **({"compute": model.compute} if model.compute else {}),
                 "file": MODEL_FILE,
                 "tokenizer_file": MODEL_TOKENIZER,
             },

@@ -272,7 +272,7 @@ def input_fingerprint(pages: Sequence[PageInput], config: BuildConfig, spec: Mod
         "code": __version__,
         "format": FORMAT_VERSION,
         "tokenizer": TOKENIZER_SETTINGS,
-        "model": spec.sha256,
+        "model": spec.describe(),  # the file's hash, and how it is run (compute, prefixes)
         "chunking": dataclasses.asdict(config.chunking),
         "exclude": list(config.exclude),
         "site_url": config.site_url,

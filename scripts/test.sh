@@ -19,6 +19,8 @@ quiet_pip install --quiet -e '.[dev]'
 # own browser download is not used), and Node to drive it.
 need_system_package chromium chromium "the browser tests need it"
 need_system_package npm npm "the browser tests run on Node"
+# valgrind runs the embedder as on a CPU without AVX-512 (tests/test_embedder.py).
+need_system_package valgrind valgrind "the embedder's cross-CPU test needs it"
 if [ -f tests/browser/package.json ]; then
   (cd tests/browser && npm ci --silent --no-audit --no-fund)
 fi

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +35,13 @@ def embedder(spec: ModelSpec) -> Embedder:
     return Embedder(spec, threads=2)
 
 
+def _cpu_flags() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b)
 
@@ -43,6 +53,7 @@ def test_default_model_spec(spec: ModelSpec) -> None:
     assert spec.sha256 == MINILM_SHA256 == sha256_file(spec.path)
     assert spec.tokenizer_path.is_file()
     assert (spec.query_prefix, spec.passage_prefix) == ("", "")
+    assert spec.compute == "float32"
     assert get_model("ALL-minilm-l6-v2") == spec
     described = spec.describe()
     assert "path" not in described and described["sha256"] == MINILM_SHA256
@@ -173,6 +184,54 @@ def test_prefixes_applied(spec: ModelSpec, embedder: Embedder, tmp_path: Path) -
         emb.embed_passages([text])[0], embedder.embed_passages(["passage: " + text])[0]
     )
     assert not np.allclose(emb.embed_query(text), emb.embed_passages([text])[0])
+
+
+def test_compute_float32_folds_the_int8_weights(
+    spec: ModelSpec, embedder: Embedder, tmp_path: Path
+) -> None:
+    # The shipped graph stores int8 weights behind DequantizeLinear nodes. Run as it
+    # is, onnxruntime fuses them into int8 kernels (dynamically quantised
+    # activations: other vectors, and other ones on another CPU); with the
+    # descriptor's "compute": "float32" they are folded into float32 once.
+    as_is = Embedder(ModelSpec.from_dir(_model_dir_copy(spec, tmp_path / "as-is", compute="")))
+    texts = ["Set the bucket and the prefix in mkdocs.yml.", "def f(x): return x * 2"]
+    folded, fused = embedder.embed_passages(texts), as_is.embed_passages(texts)
+    assert not np.allclose(folded, fused, atol=1e-4)
+    assert (folded * fused).sum(axis=1).min() > 0.98  # the same model all the same
+    assert spec.session_entries() == {"session.disable_quant_qdq": "1"}
+    assert "compute" not in replace(spec, compute="").describe()
+
+
+def test_bad_compute_refused(spec: ModelSpec, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="compute 'int4'"):
+        ModelSpec.from_dir(_model_dir_copy(spec, tmp_path / "c", compute="int4"))
+
+
+@pytest.mark.skipif(
+    shutil.which("valgrind") is None or "avx512" not in _cpu_flags(),
+    reason="needs valgrind on an AVX-512 CPU (valgrind hides AVX-512, as a CPU without it)",
+)
+def test_same_vectors_without_avx512(spec: ModelSpec, embedder: Embedder, tmp_path: Path) -> None:
+    # Builds run on CI runners with or without AVX-512, queries on arm64 Lambda; a
+    # question must be embedded as its passages were. Under valgrind onnxruntime
+    # takes the AVX2 kernels (tests/bench/bench_model_cpus.py adds arm64).
+    texts = ["How do I keep a page out of the index?", "mkdocs serve --dev-addr 0.0.0.0:8000"]
+    script = (
+        "import sys, json, numpy as np\n"
+        "from build_index.embedder import Embedder\n"
+        "from build_index.model_registry import get_model\n"
+        "v = Embedder(get_model()).embed_passages(json.loads(sys.argv[1]))\n"
+        "np.save(sys.argv[2], v)\n"
+    )
+    out = tmp_path / "avx2.npy"
+    subprocess.run(
+        ["valgrind", "--tool=none", "-q", sys.executable, "-c", script, json.dumps(texts), out],
+        check=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+    )
+    elsewhere, here = np.load(out), embedder.embed_passages(texts)
+    assert (elsewhere * here).sum(axis=1).min() > 0.99999
 
 
 def test_from_dir_round_trip_and_bring_your_own(spec: ModelSpec, tmp_path: Path) -> None:

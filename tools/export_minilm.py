@@ -22,9 +22,10 @@ Steps:
    (pooling happens in ``build_index.embedder``, so the graph stays the standard
    Hugging Face layout a user's own export would have too);
 3. ``onnxruntime.quantization.quant_pre_process`` (shape inference + basic
-   optimisation), then int8 weights in two passes (see :func:`quantize`):
-   ``MatMulNBitsQuantizer(bits=8)`` for the value and feed-forward MatMuls,
-   ``quantize_dynamic(per_channel=True, weight_type=QInt8)`` for the rest;
+   optimisation), then int8 weights with float32 compute (see :func:`quantize`):
+   each constant MatMul weight and embedding table stored as int8 with one scale
+   per output column or row behind a ``DequantizeLinear`` node, which
+   onnxruntime folds into float32 at load (``"compute": "float32"``);
 4. verify: mean-pooled, L2-normalised embeddings of the int8 ONNX model against
    the fp32 PyTorch model on 50 varied sentences, each alone and all in one
    batch; the minimum cosine must be at least 0.99 (else the script fails and
@@ -171,65 +172,76 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-#: MatMuls whose activations do not survive one per-tensor dynamic uint8 scale:
-#: value projection and both feed-forward MatMuls (measured with the sentences
-#: above: quantising only the FFN MatMuls with quantize_dynamic already drops the
-#: minimum cosine to 0.990, all MatMuls to 0.967).
-SENSITIVE = ("/attention/self/value/", "/intermediate/dense/", "/output/dense/")
-
-
-def is_sensitive(node_name: str) -> bool:
-    """True for the value projection and the two feed-forward MatMuls of a layer."""
-    if "/attention/output/dense/" in node_name:
-        return False
-    return any(part in node_name for part in SENSITIVE)
-
-
 def quantize(pre: Path, out: Path, work: Path) -> None:
-    """int8 weights everywhere, in two passes.
+    """int8 weights, float32 compute: every constant MatMul weight and embedding table.
 
-    1. ``MatMulNBitsQuantizer(bits=8, block_size=128, symmetric, accuracy_level=4)``
-       on the sensitive MatMuls: int8 weights with one scale per 128 input rows of
-       each output channel, and int8 compute with activations quantised per token
-       and block (so no outlier in one token or channel spoils the rest).
-    2. ``quantize_dynamic(per_channel=True, weight_type=QInt8)`` on everything else
-       with a constant weight: the query/key/attention-output MatMuls (one int8
-       scale per output channel, dynamic uint8 activations) and the embedding
-       Gathers (word/position/token-type tables).
+    Each weight becomes an int8 initializer with one symmetric scale per output
+    column (MatMul ``B``, ``[K, N]``) or per row (an embedding table, ``[rows, dim]``)
+    behind a ``DequantizeLinear`` node. Loaded with ``session.disable_quant_qdq``
+    (the descriptor's ``"compute": "float32"``), onnxruntime folds those nodes into
+    float32 constants once, so the file is int8-sized while every product is a
+    float32 one: the same vectors on every CPU. Int8 kernels are not: the two-pass
+    recipe before (int8 ``MatMulNBits`` and dynamically quantised activations) gave
+    vectors up to 1.3% apart in cosine between AVX2, AVX-512 VNNI and arm64 CPUs.
+    ``work`` is unused (kept for the callers that pass a scratch folder).
     """
+    del work
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    from onnx import helper, numpy_helper
 
     model = onnx.load(str(pre))
-    consts = {init.name for init in model.graph.initializer}
-    const_matmuls = [
-        n.name for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in consts
-    ]
-    sensitive = [n for n in const_matmuls if is_sensitive(n)]
-    assert sensitive and len(sensitive) % 3 == 0, sensitive  # per layer: value, ffn-in, ffn-out
-    nbits = MatMulNBitsQuantizer(
-        model,
-        bits=8,
-        block_size=128,
-        is_symmetric=True,
-        accuracy_level=4,
-        nodes_to_exclude=[n for n in const_matmuls if n not in sensitive],
-        op_types_to_quantize=("MatMul",),
-    )
-    nbits.process()
-    stage = work / "model-nbits.onnx"
-    nbits.model.save_model_to_file(str(stage), use_external_data_format=False)
-    rest = [n for n in const_matmuls if n not in sensitive] + [
-        n.name for n in model.graph.node if n.op_type == "Gather" and n.input[0] in consts
-    ]
-    quantize_dynamic(
-        str(stage),
-        str(out),
-        per_channel=True,
-        weight_type=QuantType.QInt8,
-        nodes_to_quantize=rest,
-    )
+    graph = model.graph
+    users: dict[str, set[tuple[str, int]]] = {}
+    for node in graph.node:
+        for slot, name in enumerate(node.input):
+            users.setdefault(name, set()).add((node.op_type, slot))
+    dequantize = []
+    for init in list(graph.initializer):
+        kinds = users.get(init.name)
+        if kinds == {("MatMul", 1)}:
+            axis = 1  # [K, N]: one scale per output column
+        elif kinds == {("Gather", 0)}:
+            axis = 0  # an embedding table: one scale per row
+        else:
+            continue
+        weight = numpy_helper.to_array(init).astype(np.float32)
+        if weight.ndim != 2:
+            continue
+        peak = np.abs(weight).max(axis=1 - axis)
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        shaped = scale[None, :] if axis == 1 else scale[:, None]
+        q = np.clip(np.rint(weight / shaped), -127, 127).astype(np.int8)
+        graph.initializer.remove(init)
+        graph.initializer.extend(
+            [
+                numpy_helper.from_array(q, f"{init.name}_int8"),
+                numpy_helper.from_array(scale, f"{init.name}_scale"),
+                numpy_helper.from_array(np.zeros(scale.size, np.int8), f"{init.name}_zero"),
+            ]
+        )
+        dequantize.append(
+            helper.make_node(
+                "DequantizeLinear",
+                [f"{init.name}_int8", f"{init.name}_scale", f"{init.name}_zero"],
+                [init.name],
+                axis=axis,
+                name=f"{init.name}_dequantize",
+            )
+        )
+    assert len(dequantize) == 39, len(dequantize)  # 6 layers x 6 MatMuls + 3 tables
+    for node in reversed(dequantize):
+        graph.node.insert(0, node)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(out))
+
+
+def session_options() -> Any:
+    """onnxruntime options as :class:`build_index.embedder.Embedder` sets them for it."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    return opts
 
 
 def main() -> None:
@@ -242,6 +254,12 @@ def main() -> None:
         type=float,
         default=MIN_COSINE,
         help="the int8 model's least cosine to the fp32 one on the check sentences",
+    )
+    ap.add_argument(
+        "--keep-fp32",
+        type=Path,
+        metavar="PATH",
+        help="keep the float32 ONNX export there (for bench_model_cpus.py --reference)",
     )
     args = ap.parse_args()
 
@@ -308,7 +326,9 @@ def main() -> None:
     ref = mean_pool(ref_hidden, batch["attention_mask"])
     results: dict[str, float] = {}
     for label, path in (("fp32", fp32), ("int8", int8)):
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(
+            str(path), sess_options=session_options(), providers=["CPUExecutionProvider"]
+        )
         batched = mean_pool(sess.run(None, batch)[0], batch["attention_mask"])
         single = np.stack(
             [
@@ -327,6 +347,8 @@ def main() -> None:
     if worst < args.min_cosine:
         sys.exit(f"int8 model below cosine {args.min_cosine}: {worst:.5f}")
 
+    if args.keep_fp32:
+        shutil.copyfile(fp32, args.keep_fp32)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(int8, out / "model.onnx")
@@ -347,6 +369,7 @@ def main() -> None:
         "max_tokens": MAX_TOKENS,
         "query_prefix": "",
         "passage_prefix": "",
+        "compute": "float32",
     }
     (out / "anchored-model.json").write_text(json.dumps(descriptor, indent=2) + "\n")
     versions = {
@@ -402,16 +425,16 @@ run-time dependency): `transformers.BertModel` (eager attention, no pooler) →
 `torch.onnx.export` with the legacy exporter (`dynamo=False`, opset {opset}),
 inputs `input_ids`, `attention_mask`, `token_type_ids` (int64) and output
 `last_hidden_state`, dynamic batch and sequence axes →
-`onnxruntime.quantization.quant_pre_process` → int8 weights in two passes:
-the value projection and both feed-forward MatMuls of each layer (18 of 36) with
-`MatMulNBitsQuantizer(bits=8, block_size=128, symmetric, accuracy_level=4)`
-(int8 weights, one scale per output channel and 128-row block; int8 compute with
-per-token activation blocks), then `quantize_dynamic(per_channel=True,
-weight_type=QInt8)` for the query/key/attention-output MatMuls (per-output-channel
-int8 weights, dynamic uint8 activations) and the embedding tables. Plain
-`quantize_dynamic` on all 36 MatMuls reached only a minimum cosine of 0.967
-(0.976 per sentence): a single per-tensor activation scale cannot hold the
-outliers entering the value and feed-forward MatMuls.
+`onnxruntime.quantization.quant_pre_process` → int8 weights, float32 compute:
+every constant MatMul weight (36) and the three embedding tables are stored as
+int8, symmetric, one scale per output column (per row for a table), behind a
+`DequantizeLinear` node. The descriptor says `"compute": "float32"`, so
+`build_index/embedder.py` loads it with onnxruntime's `session.disable_quant_qdq`:
+the nodes are folded into float32 constants once, and every product is a float32
+one. The vectors are then the same on every CPU (x86 with AVX2 or AVX-512 VNNI,
+arm64: cosine 1.0000 between them, `tests/bench/bench_model_cpus.py`); the
+int8-compute recipe this replaced gave vectors up to 1.3% apart between those
+CPUs, and only 0.990 to the fp32 model on an AVX2 CPU.
 Tool versions: {versions}.
 
 **Verification:** mean-pooled, normalised embeddings of {n} varied sentences
@@ -423,7 +446,7 @@ all {n} in one padded batch: min {b_min:.4f}, mean {b_mean:.4f}
 
 **File:** `model.onnx`, {size} bytes ({mb:.1f} MB),
 sha256 `{sha}`
-(also in `anchored-model.json` and pinned in `build_index/embedder.py`).
+(also in `anchored-model.json` and pinned in `build_index/model_registry.py`).
 """
 
 

@@ -159,6 +159,8 @@ def embed_throughput(index_dir: Path, sample: int) -> dict[str, float]:
     tok.enable_padding(length=256)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    for key, value in spec.session_entries().items():  # as the model is meant to run
+        options.add_session_config_entry(key, value)
     session = ort.InferenceSession(str(spec.path), options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     t0 = time.perf_counter()

@@ -118,6 +118,8 @@ def main() -> None:
     threads = ours._session.get_session_options().intra_op_num_threads
     plain = ort.SessionOptions()  # onnxruntime's defaults, same thread count
     plain.intra_op_num_threads = threads
+    for key, value in spec.session_entries().items():  # as the model is meant to run
+        plain.add_session_config_entry(key, value)
     raw = Raw(spec, plain, pad_id=ours._pad_id)
     raw_tuned = Raw(spec, ours._session.get_session_options(), pad_id=ours._pad_id)
 

@@ -256,6 +256,8 @@ def embed_vs_raw(index: Path, n: int, rounds: int = 2) -> dict[str, float]:
     ours = Embedder(spec, batch_size=BATCH)
     options = ort.SessionOptions()
     options.intra_op_num_threads = ours._session.get_session_options().intra_op_num_threads
+    for key, value in spec.session_entries().items():  # as the model is meant to run
+        options.add_session_config_entry(key, value)
     session = ort.InferenceSession(str(spec.path), options, providers=["CPUExecutionProvider"])
     tok = Tokenizer.from_file(str(spec.tokenizer_path))
     tok.enable_truncation(max_length=spec.max_tokens)
