@@ -61,7 +61,7 @@ class ModelSpec:
     ``DequantizeLinear`` nodes, to be expanded once at load and multiplied in float32
     (:class:`Embedder` tells onnxruntime so), which makes the vectors the same on every
     CPU; ``""`` runs the graph as it is (int8 kernels differ between CPUs: AVX2,
-    AVX-512 VNNI and arm64 give vectors up to 1.3% apart in cosine).
+    AVX-512 VNNI and arm64 give vectors up to 0.8% apart in cosine).
     """
 
     name: str
