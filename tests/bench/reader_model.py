@@ -91,6 +91,8 @@ class Reader:
         opts.log_severity_level = 3
         opts.enable_mem_pattern = False
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # tools/export_minilm.quantize: int8 weights folded into float32 at load
+        opts.add_session_config_entry("session.disable_quant_qdq", "1")
         self._session = ort.InferenceSession(
             str(onnx), sess_options=opts, providers=["CPUExecutionProvider"]
         )
