@@ -59,13 +59,15 @@ def source_index(path: str | None) -> Path:
 
 def scaled_index(source: Path, target: Path, n_chunks: int) -> Path:
     """An index of ``n_chunks`` made from ``source`` (slice, or copies under new pages)."""
+    origin = json.loads((source / "manifest.json").read_text())["build_id"]
     if (target / "manifest.json").exists():
         manifest = json.loads((target / "manifest.json").read_text())
-        if manifest["counts"]["chunks"] == n_chunks:
+        made_from = manifest.get("extra", {}).get("scaled_from")
+        if manifest["counts"]["chunks"] == n_chunks and made_from == origin:
             return target
     from build_index.bm25 import BM25Index
-    from build_index.embedder import get_model
     from build_index.index_format import ModelInfo, read_index, write_index
+    from build_index.model_registry import ModelSpec
     from build_index.pipeline import bm25_text
     from build_index.tokenizer import tokenize
     from build_index.types import Chunk, Section
@@ -125,8 +127,9 @@ def scaled_index(source: Path, target: Path, n_chunks: int) -> Path:
         chunks=out_chunks,
         vectors=np.stack(out_vectors),
         bm25=BM25Index.build(token_lists),
-        model=ModelInfo.from_spec(get_model()),
+        model=ModelInfo.from_spec(ModelSpec.from_dir(source)),  # the vectors' own model
         site_url=None,
+        extra={"scaled_from": origin},  # reused only for the same source build
     )
     return target
 
