@@ -26,6 +26,7 @@ from build_index.hashing import sha256_file
 __all__ = [
     "DEFAULT_MODEL",
     "DESCRIPTOR_NAME",
+    "FLOAT32_COMPUTE",
     "MINILM_SHA256",
     "ModelSpec",
     "get_model",
@@ -47,6 +48,10 @@ MINILM_SHA256 = "8bc3e039ce4329526493d9042c40791d3a3fbe7716b75f404f6eb791630e7aa
 
 _POOLINGS = ("mean", "cls")
 _COMPUTES = ("", "float32")
+#: onnxruntime session config for ``compute == "float32"``: fold the DequantizeLinear
+#: nodes of int8 weights into float32 constants at load, instead of fusing them into
+#: int8 kernels (which differ between CPUs).
+FLOAT32_COMPUTE = {"session.disable_quant_qdq": "1"}
 
 
 @dataclass(frozen=True)
@@ -166,11 +171,7 @@ class ModelSpec:
 
     def session_entries(self) -> dict[str, str]:
         """onnxruntime session config entries this model needs (see ``compute``)."""
-        if self.compute == "float32":
-            # Fold the DequantizeLinear nodes of the int8 weights into float32
-            # constants at load, instead of fusing them into int8 kernels.
-            return {"session.disable_quant_qdq": "1"}
-        return {}
+        return dict(FLOAT32_COMPUTE) if self.compute == "float32" else {}
 
     def write_descriptor(self, directory: str | os.PathLike[str]) -> Path:
         """Write ``anchored-model.json`` for this spec into ``directory``.

@@ -172,7 +172,7 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def quantize(pre: Path, out: Path, work: Path) -> None:
+def quantize(pre: Path, out: Path) -> None:
     """int8 weights, float32 compute: every constant MatMul weight and embedding table.
 
     Each weight becomes an int8 initializer with one symmetric scale per output
@@ -183,9 +183,7 @@ def quantize(pre: Path, out: Path, work: Path) -> None:
     float32 one: the same vectors on every CPU. Int8 kernels are not: the two-pass
     recipe before (int8 ``MatMulNBits`` and dynamically quantised activations) gave
     vectors up to 0.8% apart in cosine between AVX2, AVX-512 VNNI and arm64 CPUs.
-    ``work`` is unused (kept for the callers that pass a scratch folder).
     """
-    del work
     import onnx
     from onnx import helper, numpy_helper
 
@@ -240,8 +238,12 @@ def session_options() -> Any:
     """onnxruntime options as :class:`build_index.embedder.Embedder` sets them for it."""
     import onnxruntime as ort
 
+    sys.path.insert(0, str(REPO))
+    from build_index.model_registry import FLOAT32_COMPUTE
+
     opts = ort.SessionOptions()
-    opts.add_session_config_entry("session.disable_quant_qdq", "1")
+    for key, value in FLOAT32_COMPUTE.items():
+        opts.add_session_config_entry(key, value)
     return opts
 
 
@@ -316,7 +318,7 @@ def main() -> None:
     onnx.checker.check_model(str(fp32))
     # transformers' mask construction defeats symbolic shape inference; ONNX's own suffices
     quant_pre_process(str(fp32), str(pre), skip_symbolic_shape=True)
-    quantize(pre, int8, work)
+    quantize(pre, int8)
 
     # -- verify against the fp32 torch model (and the fp32 ONNX file as a sanity check).
     # "single": each sentence alone (how length-bucketed batches behave; per-tensor

@@ -269,7 +269,7 @@ def export(model: Any, tok: Any, out: Path, work: Path) -> Path:
     pre = work / "model-pre.onnx"
     quant_pre_process(str(fp32), str(pre), skip_symbolic_shape=True)
     int8 = work / "model.onnx"
-    quantize(pre, int8, work)
+    quantize(pre, int8)
     return int8
 
 

@@ -195,6 +195,7 @@ def main() -> None:
         run_here(reference_model(args.reference, work / "fp32"), texts, work / "fp32.npy")
         reference = np.load(work / "fp32.npy")
 
+    pairs = [(a, b) for i, a in enumerate(cpus) for b in cpus[i + 1 :]]
     rows = []
     for label, model in models.items():
         got: dict[str, np.ndarray] = {}
@@ -208,12 +209,10 @@ def main() -> None:
             else:
                 run_here(model, texts, out)
             got[cpu] = np.load(out)
-        pairs = [(a, b) for i, a in enumerate(cpus) for b in cpus[i + 1 :]]
         cells = [cosines(got[a], got[b]) for a, b in pairs]
         if reference is not None:
             cells += [cosines(got[c], reference) for c in cpus]
         rows.append((label, cells))
-    pairs = [(a, b) for i, a in enumerate(cpus) for b in cpus[i + 1 :]]
     head = [f"{a} vs {b}" for a, b in pairs]
     if reference is not None:
         head += [f"{c} vs float32" for c in cpus]

@@ -23,6 +23,7 @@ from anchored_query.question.query_forms import search_forms
 from anchored_query.types import Turn
 
 from build_index.embedder import Embedder, ModelSpec
+from build_index.model_registry import FLOAT32_COMPUTE
 
 DESCRIPTOR = "anchored-reader.json"
 LABELS = ("answers", "on_topic", "unrelated")
@@ -92,7 +93,8 @@ class Reader:
         opts.enable_mem_pattern = False
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # tools/export_minilm.quantize: int8 weights folded into float32 at load
-        opts.add_session_config_entry("session.disable_quant_qdq", "1")
+        for key, value in FLOAT32_COMPUTE.items():
+            opts.add_session_config_entry(key, value)
         self._session = ort.InferenceSession(
             str(onnx), sess_options=opts, providers=["CPUExecutionProvider"]
         )
