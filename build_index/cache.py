@@ -1,7 +1,9 @@
 """Content-hash cache of passage embeddings, so a rebuild only embeds what changed.
 
-An entry's key is ``sha256(model_sha256 + "\\0" + text)``: the same text embedded
-by another model file never hits. On disk, per model, in the cache directory:
+An entry's key is ``sha256(model_sha256 + "\\0" + text)``, where ``model_sha256`` is
+the model's ``ModelSpec.vectors_id`` (its file's hash and how it is run): the same
+text embedded by another model file, or by the same file run another way, never
+hits. On disk, per model, in the cache directory:
 
 * ``embeddings-<model12>.json`` — ``{"format": "anchored-embedding-cache",
   "version": 2, "model_sha256", "dim", "dtype": "float16", "segments": [{"vectors":
@@ -83,7 +85,7 @@ class _Segment(NamedTuple):
 
 
 class EmbeddingCache:
-    """Embeddings of passages keyed by (model file, text), kept in ``directory``.
+    """Embeddings of passages keyed by (model, text), kept in ``directory``.
 
     Use :meth:`lookup_into` before embedding, :meth:`store` after (a batch at a
     time is fine), :meth:`flush` every so often and at the end of a build.

@@ -27,9 +27,34 @@ SCALES: Final = "vector_scales.npy"
 MODEL_FILE: Final = "model.onnx"
 MODEL_TOKENIZER: Final = "tokenizer.json"
 MODEL_JSON: Final = "anchored-model.json"
+MODEL_DESCRIPTOR_FORMAT: Final = "anchored-model"
+MODEL_DESCRIPTOR_VERSION: Final = 1
 REQUIRED_FILES: Final[frozenset[str]] = frozenset(
     {CHUNKS, SECTIONS, VECTORS, SCALES, MODEL_FILE, MODEL_TOKENIZER, MODEL_JSON, *BM25_FILES}
 )
+
+
+class ModelRecordLike(Protocol):
+    """The fields of a model's record (:func:`model_record`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def pooling(self) -> str: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def query_prefix(self) -> str: ...
+    @property
+    def passage_prefix(self) -> str: ...
+    @property
+    def compute(self) -> str: ...
 
 
 class ModelSpecLike(Protocol):
@@ -52,6 +77,8 @@ class ModelSpecLike(Protocol):
     def passage_prefix(self) -> str: ...
     @property
     def compute(self) -> str: ...
+    @property
+    def vectors_id(self) -> str: ...
     @property
     def path(self) -> Path: ...
 
@@ -87,25 +114,40 @@ class ModelInfo:
             compute=spec.compute,
         )
 
+    @property
+    def dtype(self) -> str:
+        """Index format version 1 stores every model's weights as int8."""
+        return "int8"
+
     def descriptor(self) -> dict[str, Any]:
         """``anchored-model.json``: the model's descriptor without local paths."""
-        record: dict[str, Any] = {
-            "format": "anchored-model",
-            "version": 1,
-            "name": self.name,
+        return {
+            "format": MODEL_DESCRIPTOR_FORMAT,
+            "version": MODEL_DESCRIPTOR_VERSION,
+            **model_record(self),
             "onnx": MODEL_FILE,
             "tokenizer": MODEL_TOKENIZER,
-            "sha256": self.sha256,
-            "dim": self.dim,
-            "dtype": "int8",
-            "pooling": self.pooling,
-            "max_tokens": self.max_tokens,
-            "query_prefix": self.query_prefix,
-            "passage_prefix": self.passage_prefix,
         }
-        if self.compute:
-            record["compute"] = self.compute
-        return record
+
+
+def model_record(model: ModelRecordLike) -> dict[str, Any]:
+    """What identifies a model's vectors: the manifest's ``model`` record and the
+    descriptor's fields, without file names or paths (one writer for both, and for
+    ``ModelSpec.describe``). ``compute`` is left out when empty, so records of models
+    without it stay as they were."""
+    record: dict[str, Any] = {
+        "name": model.name,
+        "sha256": model.sha256,
+        "dim": int(model.dim),
+        "dtype": model.dtype,
+        "pooling": model.pooling,
+        "max_tokens": int(model.max_tokens),
+        "query_prefix": model.query_prefix,
+        "passage_prefix": model.passage_prefix,
+    }
+    if model.compute:
+        record["compute"] = model.compute
+    return record
 
 
 class FileEntry(TypedDict):

@@ -41,6 +41,7 @@ from build_index.index_manifest import (
     Manifest,
     ModelInfo,
     build_id_of,
+    model_record,
 )
 from build_index.tokenizer import TOKENIZER_SETTINGS
 from build_index.types import Chunk, Section
@@ -89,15 +90,7 @@ def write_index(
             "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "site_url": site_url,
             "model": {
-                "name": model.name,
-                "sha256": model.sha256,
-                "dim": model.dim,
-                "dtype": "int8",
-                "pooling": model.pooling,
-                "max_tokens": model.max_tokens,
-                "query_prefix": model.query_prefix,
-                "passage_prefix": model.passage_prefix,
-                **({"compute": model.compute} if model.compute else {}),
+                **model_record(model),
                 "file": MODEL_FILE,
                 "tokenizer_file": MODEL_TOKENIZER,
             },

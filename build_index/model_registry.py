@@ -11,17 +11,24 @@ turns a registered name or a model directory's path into its spec;
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from build_index.errors import ModelError
 from build_index.hashing import sha256_file
+from build_index.index_manifest import (
+    MODEL_DESCRIPTOR_FORMAT,
+    MODEL_DESCRIPTOR_VERSION,
+    MODEL_JSON,
+    model_record,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -38,9 +45,9 @@ __all__ = [
 #: The model used when nothing is configured.
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: File name of the model descriptor inside a model (or index) directory.
-DESCRIPTOR_NAME = "anchored-model.json"
-DESCRIPTOR_FORMAT = "anchored-model"
-DESCRIPTOR_VERSION = 1
+DESCRIPTOR_NAME = MODEL_JSON
+DESCRIPTOR_FORMAT = MODEL_DESCRIPTOR_FORMAT
+DESCRIPTOR_VERSION = MODEL_DESCRIPTOR_VERSION
 
 _BUILTIN_DIR = Path(__file__).resolve().parent / "models"
 #: sha256 of the shipped int8 MiniLM (see build_index/models/all-MiniLM-L6-v2/NOTICE.md).
@@ -163,11 +170,22 @@ class ModelSpec:
 
     def describe(self) -> dict[str, Any]:
         """The manifest's ``model`` record (no paths): what identifies the vectors."""
-        d = asdict(self)
-        del d["path"], d["tokenizer_path"]
-        if not self.compute:
-            del d["compute"]  # records of models without it stay as they were
-        return d
+        return model_record(self)
+
+    @property
+    def vectors_id(self) -> str:
+        """A 64-hex id of what a passage's vector depends on: the file's bytes and how
+        it is run (pooling, token limit, passage prefix, compute). It keys the
+        embedding cache and the reuse of a published build, so that editing a
+        descriptor re-embeds instead of keeping vectors made the other way."""
+        how = {
+            "sha256": self.sha256,
+            "pooling": self.pooling,
+            "max_tokens": self.max_tokens,
+            "passage_prefix": self.passage_prefix,
+            "compute": self.compute,
+        }
+        return hashlib.sha256(json.dumps(how, sort_keys=True).encode()).hexdigest()
 
     def session_entries(self) -> dict[str, str]:
         """onnxruntime session config entries this model needs (see ``compute``)."""

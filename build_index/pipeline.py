@@ -154,7 +154,7 @@ def embed_chunks(
     chunks is held (154 MB at 100k chunks, against 39 MB of int8 rows)."""
     texts = [embedding_text(c) for c in chunks]
     vectors = QuantizedVectors.zeros(len(texts), spec.dim)
-    cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256) if cache_dir else None
+    cache = EmbeddingCache(cache_dir / "embeddings", spec.vectors_id) if cache_dir else None
     if cache is not None:
         missing = _from_cache(cache, texts, vectors, spec.dim)
     else:
@@ -248,7 +248,7 @@ def _reuse_published(
         taken = 0
         for start in range(0, len(missing), VECTOR_BLOCK):
             part = missing[start : start + VECTOR_BLOCK]
-            found = published.lookup([cache_key(spec.sha256, texts[i]) for i in part])
+            found = published.lookup([cache_key(spec.vectors_id, texts[i]) for i in part])
             rows = [i for i, vec in zip(part, found, strict=True) if vec is not None]
             still.extend(i for i, vec in zip(part, found, strict=True) if vec is None)
             if rows:

@@ -9,8 +9,8 @@ embedded text is the same and whose model is the same. Only the rest is embedded
 Nothing is taken on trust. A published build is refused (:class:`ReuseRefused`,
 whose message names why) unless: the manifest matches the checksum
 ``current.json`` gives and its ``build_id`` matches its file list; it was
-embedded with the same model file (sha256), dimension, pooling, token limit and
-passage prefix, and with the same embedded-text layout; each of the three files
+embedded with the same model file (sha256), dimension, pooling, token limit,
+passage prefix and compute, and with the same embedded-text layout; each of the three files
 has the size and sha256 the manifest lists; the arrays have the manifest's
 shape and dtype; and every row is a finite unit vector once dequantised.
 
@@ -125,8 +125,9 @@ def _check_manifest(
         "pooling": spec.pooling,
         "max_tokens": spec.max_tokens,
         "passage_prefix": spec.passage_prefix,
+        "compute": spec.compute,
     }
-    differ = [k for k, v in ours.items() if model.get(k) != v]
+    differ = [k for k, v in ours.items() if model.get(k, "" if k == "compute" else None) != v]
     if differ:
         raise ReuseRefused(
             f"it was embedded with another model ({model.get('name')!r}, sha256 "
@@ -192,7 +193,7 @@ def _load(
                 chunk = chunk_from_record(json.loads(line))
             except (ValueError, KeyError, TypeError) as exc:
                 raise ReuseRefused(f"row {i} of {CHUNKS} in {where} is malformed ({exc})") from None
-            rows.setdefault(cache_key(spec.sha256, text_of(chunk)), i)
+            rows.setdefault(cache_key(spec.vectors_id, text_of(chunk)), i)
     if count != n:
         raise ReuseRefused(f"{CHUNKS} of {where} has {count} rows, the manifest counts {n}")
     return PublishedVectors(where, str(manifest["build_id"]), rows, vectors, scales)

@@ -112,12 +112,12 @@ def test_the_index_is_byte_for_byte_the_float32_paths(
     sections, chunks = collect_chunks(pages, BuildConfig(), BuildReport())
     texts = [embedding_text(c) for c in chunks]
     matrix = np.zeros((len(texts), spec.dim), dtype=np.float32)
-    found = EmbeddingCache(cache_dir / "embeddings", spec.sha256).lookup_into(texts, matrix)
+    found = EmbeddingCache(cache_dir / "embeddings", spec.vectors_id).lookup_into(texts, matrix)
     earlier = open_published(published, spec, embedding_text, EMBEDDING_TEXT_VERSION)
     assert earlier is not None
     missing = np.flatnonzero(~found).tolist()
     still = []
-    keys = [cache_key(spec.sha256, texts[i]) for i in missing]
+    keys = [cache_key(spec.vectors_id, texts[i]) for i in missing]
     for i, vec in zip(missing, earlier.lookup(keys), strict=True):
         if vec is None:
             still.append(i)
@@ -198,7 +198,7 @@ def _embed_step_peak(folder: Path, n_pages: int, source: str) -> tuple[int, int]
     reuse: list[str | Path] = []
     if source == "cache":
         cache_dir = folder / "cache"
-        cache = EmbeddingCache(cache_dir / "embeddings", spec.sha256)
+        cache = EmbeddingCache(cache_dir / "embeddings", spec.vectors_id)
         cache.store([embedding_text(c) for c in chunks], vectors)
         cache.flush()
         del cache

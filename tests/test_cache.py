@@ -291,7 +291,7 @@ def test_a_killed_build_keeps_what_it_flushed(
     n = 600
     spec = get_model()
     out, cache_dir = tmp_path / "index", tmp_path / "cache"
-    meta = cache_dir / "embeddings" / f"embeddings-{spec.sha256[:12]}.json"
+    meta = cache_dir / "embeddings" / f"embeddings-{spec.vectors_id[:12]}.json"
     proc = subprocess.Popen(
         [sys.executable, "-c", _KILLED_BUILD, str(out), str(cache_dir), str(n)], cwd=REPO
     )
@@ -310,7 +310,7 @@ def test_a_killed_build_keeps_what_it_flushed(
     assert not (out / "manifest.json").exists(), "the build finished before it was killed"
 
     with caplog.at_level(logging.WARNING, logger="build_index.cache"):
-        flushed = len(EmbeddingCache(cache_dir / "embeddings", spec.sha256))
+        flushed = len(EmbeddingCache(cache_dir / "embeddings", spec.vectors_id))
     assert "unreadable" not in caplog.text
     report = build(numbered_pages(n), out, BuildConfig(cache_dir=cache_dir))
     assert 0 < flushed < report.chunks, (flushed, report.chunks)
@@ -412,7 +412,7 @@ def test_a_failed_build_keeps_the_batches_it_embedded(
     cache_dir = tmp_path / "cache"
     with pytest.raises(RuntimeError, match="out of memory"):
         build(numbered_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
-    kept = len(EmbeddingCache(cache_dir / "embeddings", get_model().sha256))
+    kept = len(EmbeddingCache(cache_dir / "embeddings", get_model().vectors_id))
     monkeypatch.setattr(Embedder, "_run", real)
     report = build(numbered_pages(200), tmp_path / "index", BuildConfig(cache_dir=cache_dir))
     assert 0 < kept < report.chunks

@@ -270,3 +270,21 @@ def test_a_warm_cache_missing_a_few_chunks_does_not_read_the_published_build(
     assert report.embedded == 1 and report.cached == report.chunks - 1 and opened == []
     report = build(pages(" Then run it."), tmp_path / "other", BuildConfig())  # no cache
     assert opened  # a cold cache does read it
+
+
+def test_a_model_run_another_way_neither_hits_the_cache_nor_reuses(tmp_path: Path) -> None:
+    # The same ONNX file run as it is (int8 kernels) instead of in float32 gives other
+    # vectors; the cache and the published build are keyed by how the model is run.
+    spec = get_model()
+    as_is = tmp_path / "as-is"
+    spec.copy_to(as_is)
+    desc = json.loads((as_is / "anchored-model.json").read_text())
+    assert desc["compute"] == "float32"
+    del desc["compute"]
+    (as_is / "anchored-model.json").write_text(json.dumps(desc))
+
+    build(pages(), tmp_path / "index", BuildConfig(cache_dir=tmp_path / "cache"))
+    other = BuildConfig(cache_dir=tmp_path / "cache", model=str(as_is))
+    report = build(pages(" Then run it."), tmp_path / "index", other)
+    assert report.cached == 0 and report.reused == 0 and report.embedded == report.chunks
+    assert "compute" in report.reuse_refused[0]

@@ -170,7 +170,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         for build in (1, 2):
-            cache = EmbeddingCache(Path(tmp), spec.sha256)
+            cache = EmbeddingCache(Path(tmp), spec.vectors_id)
             found = cache.lookup(texts)
             todo = [t for t, v in zip(texts, found, strict=True) if v is None]
             t0 = time.perf_counter()
