@@ -22,7 +22,7 @@ from anchored_query.answer.extractive import (
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.citations.units import guess_language, render, section_units
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.question.spelling import edit_distance
+from anchored_query.question.spelling import edit_distance, respelled
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.retrieval.evidence import SURE, gather_evidence
 from anchored_query.retrieval.pointers import named_headings
@@ -274,6 +274,25 @@ def test_typos_are_corrected_against_the_index_vocabulary(retriever: Retriever) 
     assert "widget_placeholder" in text_of(shorthand)
     assert "widget_placeholder" in text_of(right)
     assert "widget_placeholder" in text_of(typo)
+
+
+def test_the_embedder_reads_a_misspelt_question_in_the_docs_spelling(retriever: Retriever) -> None:
+    # BM25 gets the corrected terms; the embedder gets the words the docs write for them,
+    # closest to what was typed. Words of the language the docs never use are left alone,
+    # and so is chat shorthand ("cant" is no typo of a word the docs hold).
+    index = retriever.index
+    prior = word_prior(index.model_dir)
+
+    def spelt(text: str) -> str:
+        return respelled(index.bm25, text, lambda row: str(index.chunks[row]["text"]), prior.holds)
+
+    assert spelt("how do i set the plaeholder of the questoin and the timout") == (
+        "how do i set the placeholder of the question and the timeout"
+    )
+    assert spelt("i cant use React for the placeholder") == "i cant use React for the placeholder"
+    typo = retriever.rank(["hw do i set the plaeholder txt of the questoin"])
+    right = retriever.rank(["hw do i set the placeholder txt of the question"])
+    assert typo.best_similarity == pytest.approx(right.best_similarity, abs=1e-6)
 
 
 def test_a_follow_up_is_answered_with_the_turn_before_it(retriever: Retriever) -> None:

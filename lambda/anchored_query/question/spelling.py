@@ -16,6 +16,11 @@ nothing here knows English. Lookups use the symmetric-delete method
 (SymSpell): every vocabulary term is indexed under itself and each string one
 deletion away, as 64-bit hashes in one sorted numpy array (about 12 bytes per
 entry), built once per index on the first misspelt query.
+
+The embedder reads words, not terms: :func:`respelled` gives the question with
+each corrected word replaced by the word the docs write for that term (the most
+frequent surface form of it in a few chunks that hold it), so that the dense
+half of retrieval reads "pipeline" where the reader typed "pipline".
 """
 
 from __future__ import annotations
@@ -23,18 +28,65 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from build_index.bm25 import BM25Index
+from build_index.tokenizer import tokenize
 
-__all__ = ["MIN_LENGTH", "TWO_EDITS_FROM", "Speller", "corrected", "edit_distance", "known_terms"]
+__all__ = [
+    "MIN_LENGTH",
+    "SHORTHAND",
+    "TWO_EDITS_FROM",
+    "Speller",
+    "corrected",
+    "edit_distance",
+    "known_terms",
+    "respelled",
+]
 
 MIN_LENGTH = 4
 TWO_EDITS_FROM = 9
 _WORD = re.compile(r"[a-z]+")
+_TEXT_WORD = re.compile(r"[A-Za-z]+")
+#: Chunks read for a corrected term's surface form (its first postings).
+_SURFACE_CHUNKS = 8
+
+#: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
+#: term the docs could be missing, so never counted as unknown, nor corrected ("cant" is no
+#: typo of "cent").
+SHORTHAND = frozenset(
+    [
+        "hw",
+        "u",
+        "ur",
+        "r",
+        "pls",
+        "plz",
+        "thx",
+        "ty",
+        "im",
+        "ive",
+        "id",
+        "idk",
+        "btw",
+        "wanna",
+        "gonna",
+        "dont",
+        "cant",
+        "wont",
+        "doesnt",
+        "isnt",
+        "didnt",
+        "shouldnt",
+        "wouldnt",
+        "aint",
+        "ya",
+    ]
+)
 
 _spellers: weakref.WeakKeyDictionary[BM25Index, Speller] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -57,6 +109,38 @@ def known_terms(bm25: BM25Index, terms: Sequence[str]) -> set[str]:
     return known
 
 
+def respelled(
+    bm25: BM25Index,
+    text: str,
+    chunk_text: Callable[[int], str],
+    is_word: Callable[[str], bool] = lambda word: False,
+    tokens: Callable[[str], Sequence[str]] = tokenize,
+) -> str:
+    """``text`` with each misspelt word (see :func:`corrected`) replaced by the word
+    the index's chunks write for its correction; ``text`` itself when none is.
+    ``chunk_text(row)``: the text of chunk ``row``, where the surface form is read.
+    ``is_word(word)``: whether ``word`` is a word of the language (the embedder's
+    vocabulary holds it whole): such a word is what the reader meant, though the docs
+    never use it ("React" is no typo of "reach"), and is left as typed. ``tokens``: the
+    tokenizer (an analysed question's, which tokenizes a word once)."""
+    speller: Speller | None = None
+    out: list[str] = []
+    last = 0
+    for match in _TEXT_WORD.finditer(text):
+        terms = tokens(match.group())
+        if len(terms) != 1 or terms[0] in bm25.vocab or is_word(match.group()):
+            continue
+        speller = speller or _speller(bm25)
+        if not speller.correctable(terms[0]):
+            continue
+        best = speller.nearest(terms[0])
+        word = speller.surface(best, match.group().lower(), chunk_text) if best else None
+        if word:
+            out += [text[last : match.start()], word]
+            last = match.end()
+    return "".join([*out, text[last:]]) if out else text
+
+
 def _speller(bm25: BM25Index) -> Speller:
     with _lock:
         speller = _spellers.get(bm25)
@@ -73,6 +157,8 @@ class Speller:
         indptr = np.asarray(bm25.indptr, dtype=np.int64)
         self.df: npt.NDArray[np.int64] = indptr[1:] - indptr[:-1]
         self.terms: list[str] = sorted(bm25.vocab, key=bm25.vocab.__getitem__)
+        self._bm25 = bm25
+        self._surfaces: dict[str, Counter[str]] = {}
         keys: list[int] = []
         ids: list[int] = []
         for term, i in bm25.vocab.items():
@@ -97,8 +183,13 @@ class Speller:
         return out
 
     def correctable(self, term: str) -> bool:
-        """An unknown plain word long enough to correct."""
-        return term not in self.vocab and len(term) >= MIN_LENGTH and bool(_WORD.fullmatch(term))
+        """An unknown plain word long enough to correct, and not chat shorthand."""
+        return (
+            term not in self.vocab
+            and len(term) >= MIN_LENGTH
+            and term not in SHORTHAND
+            and bool(_WORD.fullmatch(term))
+        )
 
     def nearest(self, term: str) -> str | None:
         """The closest known term within the allowed edits (ties: the most frequent)."""
@@ -121,6 +212,23 @@ class Speller:
             if best is None or key < best:
                 best = key
         return best[2] if best is not None else None
+
+    def surface(self, term: str, typed: str, chunk_text: Callable[[int], str]) -> str:
+        """The word the docs write for ``term`` in a few chunks holding it, closest to
+        what was ``typed`` (ties: the most frequent; lower case; ``""`` if none)."""
+        words = self._surfaces.get(term)
+        if words is None:
+            row = self.vocab[term]
+            start = int(self._bm25.indptr[row])
+            end = min(int(self._bm25.indptr[row + 1]), start + _SURFACE_CHUNKS)
+            words = self._surfaces[term] = Counter()
+            for chunk in self._bm25.indices[start:end].tolist():
+                for word in _TEXT_WORD.findall(chunk_text(int(chunk))):
+                    word = word.lower()
+                    # A stem keeps its word's first two letters: the rest need no stemming.
+                    if word[:2] == term[:2] and tokenize(word) == [term]:
+                        words[word] += 1
+        return min(words, key=lambda w: (edit_distance(typed, w), -words[w], w), default="")
 
 
 def _deletes(term: str) -> set[str]:

@@ -84,6 +84,11 @@ class WordPrior:
         whole = dict.fromkeys(filter(_WORD.fullmatch, map(str.lower, words)))
         return cls({w: rank for rank, w in enumerate(whole, start=1)})
 
+    def holds(self, word: str) -> bool:
+        """Whether the vocabulary holds ``word`` whole: a word of the language, not a
+        misspelling or an identifier the tokenizer splits into pieces."""
+        return word.lower() in self.ranks
+
     def prior(self, word: str) -> float:
         """The factor of the module docstring for one word as the reader typed it."""
         rank = self.ranks.get(word.lower())

@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 from anchored_query.question import crosslingual
 from anchored_query.question.analysis import Question
-from anchored_query.question.spelling import known_terms
+from anchored_query.question.spelling import SHORTHAND, known_terms
 from anchored_query.question.word_prior import WordPrior, term_priors
 from build_index.index_format import Index
 from build_index.tokenizer import STOPWORDS, tokenize
@@ -60,38 +60,6 @@ __all__ = [
     "gather_evidence",
     "probability_answerable",
 ]
-
-#: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
-#: term the docs could be missing, so never counted as unknown.
-SHORTHAND = frozenset(
-    [
-        "hw",
-        "u",
-        "ur",
-        "r",
-        "pls",
-        "plz",
-        "thx",
-        "ty",
-        "im",
-        "ive",
-        "id",
-        "idk",
-        "btw",
-        "wanna",
-        "gonna",
-        "dont",
-        "cant",
-        "wont",
-        "doesnt",
-        "isnt",
-        "didnt",
-        "shouldnt",
-        "wouldnt",
-        "aint",
-        "ya",
-    ]
-)
 
 FEATURES = ("similarity", "margin", "coverage", "agreement", "unknown", "lexical", "cosine")
 
