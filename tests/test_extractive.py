@@ -22,7 +22,7 @@ from anchored_query.answer.extractive import (
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.citations.units import guess_language, render, section_units
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.question.spelling import edit_distance, respelled
+from anchored_query.question.spelling import corrected, edit_distance, respelled
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.retrieval.evidence import SURE, gather_evidence
 from anchored_query.retrieval.pointers import named_headings
@@ -290,6 +290,10 @@ def test_the_embedder_reads_a_misspelt_question_in_the_docs_spelling(retriever: 
         "how do i set the placeholder of the question and the timeout"
     )
     assert spelt("i cant use React for the placeholder") == "i cant use React for the placeholder"
+    # A replaced letter as often makes another word ("cert" / "cent"): BM25 gets the
+    # correction, the embedder the word as typed.
+    assert spelt("set the timeoat") == "set the timeoat"
+    assert "timeout" in corrected(index.bm25, ["set", "timeoat"])
     typo = retriever.rank(["hw do i set the plaeholder txt of the questoin"])
     right = retriever.rank(["hw do i set the placeholder txt of the question"])
     assert typo.best_similarity == pytest.approx(right.best_similarity, abs=1e-6)
@@ -374,6 +378,8 @@ def test_edit_distance_counts_a_swap_of_neighbours_as_one() -> None:
     assert edit_distance("questoin", "question") == 1
     assert edit_distance("feild", "field") == 1
     assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance("cert", "cent", substitution=2) == 2
+    assert edit_distance("clas", "class", substitution=2) == 1
 
 
 MODEL_DIR = Path(__file__).resolve().parents[1] / "build_index/models/all-MiniLM-L6-v2"

@@ -18,9 +18,13 @@ deletion away, as 64-bit hashes in one sorted numpy array (about 12 bytes per
 entry), built once per index on the first misspelt query.
 
 The embedder reads words, not terms: :func:`respelled` gives the question with
-each corrected word replaced by the word the docs write for that term (the most
-frequent surface form of it in a few chunks that hold it), so that the dense
-half of retrieval reads "pipeline" where the reader typed "pipline".
+each corrected word replaced by the word the docs write for that term (its
+surface form in a few chunks that hold it, closest to what was typed), so that
+the dense half of retrieval reads "pipeline" where the reader typed "pipline".
+It is stricter than the terms' correction, which only adds a term to BM25's
+query: the typed word must be none the embedder's vocabulary holds whole, and
+the docs' word must be the typed one with letters dropped, doubled or swapped
+(no letter replaced).
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ TWO_EDITS_FROM = 9
 _WORD = re.compile(r"[a-z]+")
 _TEXT_WORD = re.compile(r"[A-Za-z]+")
 #: Chunks read for a corrected term's surface form (its first postings).
-_SURFACE_CHUNKS = 8
+_SURFACE_CHUNKS = 32
 
 #: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
 #: term the docs could be missing, so never counted as unknown, nor corrected ("cant" is no
@@ -133,12 +137,22 @@ def respelled(
         speller = speller or _speller(bm25)
         if not speller.correctable(terms[0]):
             continue
+        typed = match.group().lower()
         best = speller.nearest(terms[0])
-        word = speller.surface(best, match.group().lower(), chunk_text) if best else None
-        if word:
+        word = speller.surface(best, typed, chunk_text) if best else None
+        if word and _slip(typed, word):
             out += [text[last : match.start()], word]
             last = match.end()
     return "".join([*out, text[last:]]) if out else text
+
+
+def _slip(typed: str, word: str) -> bool:
+    """Whether ``typed`` is ``word`` after the slips of fast typing: letters dropped,
+    doubled or swapped with a neighbour, within the edits :func:`corrected` allows. A
+    replaced letter is not one: it as often makes another word ("cert" and "cent",
+    "skim" and "skip", "httpx" and "https")."""
+    allowed = 2 if len(typed) >= TWO_EDITS_FROM else 1
+    return edit_distance(typed, word, substitution=2) <= allowed
 
 
 def _speller(bm25: BM25Index) -> Speller:
@@ -236,8 +250,10 @@ def _deletes(term: str) -> set[str]:
     return {term, *(term[:i] + term[i + 1 :] for i in range(len(term)))}
 
 
-def edit_distance(a: str, b: str) -> int:
-    """Optimal string alignment distance (Levenshtein plus swaps of neighbours)."""
+def edit_distance(a: str, b: str, substitution: int = 1) -> int:
+    """Optimal string alignment distance (Levenshtein plus swaps of neighbours);
+    ``substitution``: the cost of replacing one letter (2: only insertions, deletions
+    and swaps are single edits)."""
     if a == b:
         return 0
     prev2: list[int] = []
@@ -245,7 +261,7 @@ def edit_distance(a: str, b: str) -> int:
     for i in range(1, len(a) + 1):
         cur = [i] + [0] * len(b)
         for j in range(1, len(b) + 1):
-            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cost = 0 if a[i - 1] == b[j - 1] else substitution
             cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 cur[j] = min(cur[j], prev2[j - 2] + 1)
