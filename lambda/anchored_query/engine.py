@@ -41,13 +41,14 @@ from anchored_query.question.word_prior import word_prior
 from anchored_query.retrieval.evidence import WITH_PRIOR
 from anchored_query.retrieval.loaded import Loaded
 from anchored_query.retrieval.ranking import Retriever
+from anchored_query.retrieval.vector_cache import CachingEmbedder
 from anchored_query.settings import Settings
 from anchored_query.store.location import source_for
 from anchored_query.store.refresher import Refresher
 from anchored_query.store.source import public_message
 from anchored_query.store.versions import CatalogUnreadable, VersionRouter, probe, unknown_version
 from anchored_query.types import Passage, Scope
-from build_index.embedder import Embedder, ModelSpec
+from build_index.embedder import ModelSpec
 from build_index.errors import AnchoredError
 from build_index.index_format import read_index
 
@@ -197,7 +198,7 @@ class Engine:
             # Files the source verified as it wrote them are not hashed again (S3 cache).
             rehash = not self.source.verified
             index = read_index(Path(path), verify=rehash)
-            embedder = Embedder(ModelSpec.from_dir(index.model_dir), verify=rehash)
+            embedder = CachingEmbedder(ModelSpec.from_dir(index.model_dir), verify=rehash)
         except AnchoredError as exc:
             log.error("index unavailable: %s", exc)
             raise QueryError(503, "index_unavailable", public_message(exc)) from exc

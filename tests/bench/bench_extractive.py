@@ -60,9 +60,10 @@ from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.question.query_forms import search_forms
 from anchored_query.retrieval.ranking import Ranking, Retriever
+from anchored_query.retrieval.vector_cache import CachingEmbedder
 from anchored_query.types import Passage, Turn
 
-from build_index.embedder import Embedder, ModelSpec
+from build_index.embedder import ModelSpec
 from build_index.index_format import read_index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -175,7 +176,9 @@ def index_of(name: str, work: Path, rebuild: bool = False, model: str = "") -> P
 def load_retriever(index: Path) -> tuple[Retriever, str]:
     idx = read_index(index)
     model = idx.manifest["model"]["name"]
-    return Retriever(idx, Embedder(ModelSpec.from_dir(idx.model_dir))), model
+    # As the query function loads a build: its embedder keeps what it embedded, so the
+    # set's later questions find the lines earlier ones embedded (a warm function).
+    return Retriever(idx, CachingEmbedder(ModelSpec.from_dir(idx.model_dir))), model
 
 
 def history_of(row: dict[str, Any]) -> list[Turn]:
