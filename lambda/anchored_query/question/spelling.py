@@ -235,13 +235,14 @@ class Speller:
             row = self.vocab[term]
             start = int(self._bm25.indptr[row])
             end = min(int(self._bm25.indptr[row + 1]), start + _SURFACE_CHUNKS)
-            words = self._surfaces[term] = Counter()
+            words = Counter()
             for chunk in self._bm25.indices[start:end].tolist():
                 for word in _TEXT_WORD.findall(chunk_text(int(chunk))):
                     word = word.lower()
                     # A stem keeps its word's first two letters: the rest need no stemming.
                     if word[:2] == term[:2] and tokenize(word) == [term]:
                         words[word] += 1
+            self._surfaces[term] = words  # whole, for other requests' threads
         return min(words, key=lambda w: (edit_distance(typed, w), -words[w], w), default="")
 
 
