@@ -288,7 +288,7 @@ def answer_extractively(
     if earlier and embedder is not None and index is not None:
         # A follow-up ("and how do I lower that?") is about the turn before it too.
         combined = f"{earlier[0]} {question}"
-        combined_vector = analysed.vector(combined, embedder.embed_query)
+        combined_vector = analysed.vector(analysed.spelt(index, combined), embedder.embed_query)
         follow = gather_evidence(
             combined,
             weights,

@@ -21,13 +21,14 @@ import numpy as np
 import numpy.typing as npt
 
 from anchored_query.question.query_forms import search_forms
-from anchored_query.question.spelling import corrected
-from anchored_query.question.word_prior import WordPrior, term_priors
+from anchored_query.question.spelling import corrected, respelled
+from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.types import Turn
 from build_index.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from build_index.bm25 import BM25Index
+    from build_index.index_format import Index
 
 __all__ = ["Question"]
 
@@ -41,6 +42,7 @@ class Question:
     _terms: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     _corrected: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict, repr=False)
     _vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict, repr=False)
+    _spelt: dict[tuple[int, str], str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, text: str, history: Sequence[Turn] = ()) -> Question:
@@ -74,6 +76,24 @@ class Question:
         found = self._corrected.get(key)
         if found is None:
             found = self._corrected[key] = tuple(corrected(bm25, self.terms(text)))
+        return found
+
+    def spelt(self, index: Index, text: str | None = None) -> str:
+        """``text`` (default: the question) as the embedder should read it on ``index``:
+        its misspelt words in the docs' spelling (:func:`.spelling.respelled`), once."""
+        text = self.text if text is None else text
+        key = (id(index), text)
+        found = self._spelt.get(key)
+        if found is None:
+            bm25 = index.bm25
+            if all(t in bm25.vocab for t in self.terms(text)):
+                found = text
+            else:
+                chunks, prior = index.chunks, word_prior(index.model_dir)
+                found = respelled(
+                    bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
+                )
+            self._spelt[key] = found
         return found
 
     def priors(self, text: str, prior: WordPrior | None) -> dict[str, float]:

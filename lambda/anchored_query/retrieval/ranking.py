@@ -19,8 +19,7 @@ import numpy as np
 
 from anchored_query.question import crosslingual
 from anchored_query.question.analysis import Question
-from anchored_query.question.spelling import corrected, respelled
-from anchored_query.question.word_prior import word_prior
+from anchored_query.question.spelling import corrected
 from anchored_query.types import Passage, Scope
 from build_index.embedder import Embedder
 from build_index.index_format import Index
@@ -185,7 +184,7 @@ class Retriever:
             if "dense" in retrievers:
                 vector = vectors.get(text)
                 vector = (
-                    analysed.vector(self._spelt(text, analysed), self.embedder.embed_query)
+                    analysed.vector(analysed.spelt(self.index, text), self.embedder.embed_query)
                     if vector is None
                     else vector
                 )
@@ -216,17 +215,6 @@ class Retriever:
             rows = top_rows(np.where(scores > 0, scores, -np.inf), depth, None)
         ranking.extend(Hit(int(r), float(scores[r])) for r in rows)
         return ranking
-
-    def _spelt(self, text: str, analysed: Question) -> str:
-        """``text`` as the embedder should read it: misspelt words in the docs' spelling
-        (:func:`.question.spelling.respelled`)."""
-        bm25 = self.index.bm25
-        if all(t in bm25.vocab for t in analysed.terms(text)):
-            return text
-        chunks, prior = self.index.chunks, word_prior(self.index.model_dir)
-        return respelled(
-            bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, analysed.terms
-        )
 
     def passages(
         self,
