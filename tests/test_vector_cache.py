@@ -64,6 +64,8 @@ def test_the_least_recently_used_go_first(plain: Embedder) -> None:
     assert cached.passage_cache.misses == misses  # both kept
     cached.embed_passages(LINES[1:2])
     assert cached.passage_cache.misses == misses + 1  # dropped
+    cached.forget()
+    assert len(cached.passage_cache) == len(cached.query_cache) == 0
 
 
 def test_the_builds_calls_bypass_it() -> None:

@@ -67,6 +67,10 @@ class _LRU:
             while len(self._vectors) > self.capacity:
                 self._vectors.popitem(last=False)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
     def __len__(self) -> int:
         return len(self._vectors)
 
@@ -86,6 +90,11 @@ class CachingEmbedder(Embedder):
         super().__init__(*args, **kwargs)
         self.passage_cache = _LRU(capacity)
         self.query_cache = _LRU(query_capacity)
+
+    def forget(self) -> None:
+        """Drop every kept vector (a benchmark measuring each path from cold)."""
+        self.passage_cache.clear()
+        self.query_cache.clear()
 
     def embed_passages(self, texts: Sequence[str], *args: Any, **kwargs: Any) -> FloatArray:
         if args or any(v is not None for v in kwargs.values()):
