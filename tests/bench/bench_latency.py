@@ -156,6 +156,15 @@ class InstantLLM:
         return Completion(text, None, None, "stop")
 
 
+def forget_vectors(engine: Any) -> None:
+    """Empty the loaded build's vector cache (``retrieval/vector_cache.py``), so a request
+    measured after another with the same question embeds it again (a tree before the
+    cache has none)."""
+    forget = getattr(engine.current().retriever.embedder, "forget", None)
+    if forget is not None:
+        forget()
+
+
 def measure(index: Path, queries: list[str]) -> dict[str, float]:
     import bm25s
     import psutil
@@ -177,10 +186,8 @@ def measure(index: Path, queries: list[str]) -> dict[str, float]:
 
     def forget() -> None:
         # Every route asks the same questions: without this, a later route would find
-        # their vectors kept by an earlier one (the function's cache, vector_cache.py).
-        forget_vectors = getattr(engine.current().retriever.embedder, "forget", None)
-        if forget_vectors is not None:
-            forget_vectors()
+        # their vectors kept by an earlier one.
+        forget_vectors(engine)
 
     search, ask, core = [], [], []
     forget()
