@@ -22,7 +22,7 @@ from anchored_query.answer.extractive import (
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.citations.units import guess_language, render, section_units
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
-from anchored_query.question.spelling import corrected, edit_distance, respelled
+from anchored_query.question.spelling import Speller, corrected, edit_distance, respelled
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.retrieval.evidence import SURE, gather_evidence
 from anchored_query.retrieval.pointers import named_headings
@@ -294,6 +294,9 @@ def test_the_embedder_reads_a_misspelt_question_in_the_docs_spelling(retriever: 
     # correction, the embedder the word as typed.
     assert spelt("set the timeoat") == "set the timeoat"
     assert "timeout" in corrected(index.bm25, ["set", "timeoat"])
+    # "whats" stems to the stopword "what", which no index holds: no typo of anything.
+    assert corrected(index.bm25, ["what", "timeoat"]) == ["what", "timeoat", "timeout"]
+    assert not Speller(index.bm25).correctable("what")
     typo = retriever.rank(["hw do i set the plaeholder txt of the questoin"])
     right = retriever.rank(["hw do i set the placeholder txt of the question"])
     assert typo.best_similarity == pytest.approx(right.best_similarity, abs=1e-6)

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from build_index.bm25 import BM25Index
-from build_index.tokenizer import tokenize
+from build_index.tokenizer import STOPWORDS, tokenize
 
 __all__ = [
     "MIN_LENGTH",
@@ -197,11 +197,14 @@ class Speller:
         return out
 
     def correctable(self, term: str) -> bool:
-        """An unknown plain word long enough to correct, and not chat shorthand."""
+        """An unknown plain word long enough to correct, and neither chat shorthand nor
+        a stopword ("whats" stems to "what", which no index holds: it is no typo of
+        "chat")."""
         return (
             term not in self.vocab
             and len(term) >= MIN_LENGTH
             and term not in SHORTHAND
+            and term not in STOPWORDS
             and bool(_WORD.fullmatch(term))
         )
 
