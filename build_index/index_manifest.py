@@ -100,18 +100,25 @@ class ModelInfo:
 
     @property
     def dtype(self) -> str:
-        """Index format version 1 stores every model's weights as int8."""
+        """The ``dtype`` index format version 1 has always recorded: ``int8``, whatever
+        the model file's own descriptor says (multilingual-e5-small's: ``q4``)."""
         return "int8"
 
     def descriptor(self) -> dict[str, Any]:
         """``anchored-model.json``: the model's descriptor without local paths."""
-        return {
-            "format": MODEL_DESCRIPTOR_FORMAT,
-            "version": MODEL_DESCRIPTOR_VERSION,
-            **model_record(self),
-            "onnx": MODEL_FILE,
-            "tokenizer": MODEL_TOKENIZER,
-        }
+        return model_descriptor(self)
+
+
+def model_descriptor(model: ModelRecordLike) -> dict[str, Any]:
+    """``anchored-model.json`` of a model folder or an index: its record and the names
+    of its two files (``model.onnx``, ``tokenizer.json``)."""
+    return {
+        "format": MODEL_DESCRIPTOR_FORMAT,
+        "version": MODEL_DESCRIPTOR_VERSION,
+        **model_record(model),
+        "onnx": MODEL_FILE,
+        "tokenizer": MODEL_TOKENIZER,
+    }
 
 
 def model_record(model: ModelRecordLike) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from build_index.index_manifest import (
     MODEL_DESCRIPTOR_FORMAT,
     MODEL_DESCRIPTOR_VERSION,
     MODEL_JSON,
+    model_descriptor,
     model_record,
 )
 
@@ -46,8 +47,6 @@ __all__ = [
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: File name of the model descriptor inside a model (or index) directory.
 DESCRIPTOR_NAME = MODEL_JSON
-DESCRIPTOR_FORMAT = MODEL_DESCRIPTOR_FORMAT
-DESCRIPTOR_VERSION = MODEL_DESCRIPTOR_VERSION
 
 _BUILTIN_DIR = Path(__file__).resolve().parent / "models"
 #: sha256 of the shipped int8 MiniLM (see build_index/models/all-MiniLM-L6-v2/NOTICE.md).
@@ -112,12 +111,12 @@ class ModelSpec:
             raise ModelError(f"{desc_path} is not valid JSON: {exc}") from exc
         if not isinstance(raw, dict):
             raise ModelError(f"{desc_path} must hold a JSON object")
-        if raw.get("format", DESCRIPTOR_FORMAT) != DESCRIPTOR_FORMAT:
+        if raw.get("format", MODEL_DESCRIPTOR_FORMAT) != MODEL_DESCRIPTOR_FORMAT:
             raise ModelError(f"{desc_path}: format is {raw.get('format')!r}, not 'anchored-model'")
-        if raw.get("version", DESCRIPTOR_VERSION) != DESCRIPTOR_VERSION:
+        if raw.get("version", MODEL_DESCRIPTOR_VERSION) != MODEL_DESCRIPTOR_VERSION:
             raise ModelError(
                 f"{desc_path}: descriptor version {raw.get('version')!r} is not supported "
-                f"(this Anchored reads version {DESCRIPTOR_VERSION})"
+                f"(this Anchored reads version {MODEL_DESCRIPTOR_VERSION})"
             )
         try:
             spec = cls(
@@ -198,9 +197,7 @@ class ModelSpec:
         ``tokenizer.json``). Returns the descriptor's path.
         """
         out = Path(directory) / DESCRIPTOR_NAME
-        record = {"format": DESCRIPTOR_FORMAT, "version": DESCRIPTOR_VERSION, **self.describe()}
-        record["onnx"] = "model.onnx"
-        record["tokenizer"] = "tokenizer.json"
+        record = model_descriptor(self)
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp, out)

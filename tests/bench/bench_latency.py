@@ -183,31 +183,27 @@ def measure(index: Path, queries: list[str]) -> dict[str, float]:
     app = create_app(settings, engine=engine)
     client = TestClient(app)
     client.get("/v1/search", params={"q": "warm up"})
-
-    def forget() -> None:
-        # Every route asks the same questions: without this, a later route would find
-        # their vectors kept by an earlier one.
-        forget_vectors(engine)
-
+    # Every route asks the same questions: each starts with the vector cache empty, so
+    # it does not find their vectors kept by an earlier route.
     search, ask, core = [], [], []
-    forget()
+    forget_vectors(engine)
     for q in queries:
         t0 = time.perf_counter()
         engine.search(q[:2000], 10)
         core.append(time.perf_counter() - t0)
-    forget()
+    forget_vectors(engine)
     for q in queries:
         t0 = time.perf_counter()
         r = client.get("/v1/search", params={"q": q[:2000], "k": 10})
         search.append(time.perf_counter() - t0)
         assert r.status_code == 200, r.text
-    forget()
+    forget_vectors(engine)
     for q in queries:
         t0 = time.perf_counter()
         engine.ask(AskRequest(question=q[:2000], mode="extractive"))
         ask.append(time.perf_counter() - t0)
     engine.ask(AskRequest(question="warm up", mode="llm"))
-    forget()
+    forget_vectors(engine)
     ask_llm = []
     for q in queries:
         t0 = time.perf_counter()
