@@ -22,6 +22,7 @@ from anchored_query.answer.extractive import (
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.citations.units import guess_language, render, section_units
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
+from anchored_query.question import spelling
 from anchored_query.question.spelling import Speller, corrected, edit_distance, respelled
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.retrieval.evidence import SURE, gather_evidence
@@ -300,6 +301,21 @@ def test_the_embedder_reads_a_misspelt_question_in_the_docs_spelling(retriever: 
     typo = retriever.rank(["hw do i set the plaeholder txt of the questoin"])
     right = retriever.rank(["hw do i set the placeholder txt of the question"])
     assert typo.best_similarity == pytest.approx(right.best_similarity, abs=1e-6)
+
+
+def test_the_speller_remembers_what_it_looked_up_within_a_bound(
+    retriever: Retriever, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    speller = Speller(retriever.index.bm25)
+    searches: list[str] = []
+    search = speller._search
+    monkeypatch.setattr(speller, "_search", lambda t: searches.append(t) or search(t))
+    assert speller.nearest("timout") == speller.nearest("timout") == "timeout"
+    assert speller.nearest("zzzzqx") is None and speller.nearest("zzzzqx") is None
+    assert searches == ["timout", "zzzzqx"]  # a miss is remembered as well as a hit
+    monkeypatch.setattr(spelling, "_NEAREST_KEPT", 2)
+    speller.nearest("plaeholder")  # over the bound: the memory starts over
+    assert set(speller._nearest) == {"plaeholder"}
 
 
 def test_a_follow_up_is_answered_with_the_turn_before_it(retriever: Retriever) -> None:

@@ -58,6 +58,9 @@ _WORD = re.compile(r"[a-z]+")
 _TEXT_WORD = re.compile(r"[A-Za-z]+")
 #: Chunks read for a corrected term's surface form (its first postings).
 _SURFACE_CHUNKS = 32
+#: Lookups a speller remembers (its vocabulary's nearest term to an unknown one).
+_NEAREST_KEPT = 4096
+_UNSEEN = ""  # never a term: the vocabulary's terms are non-empty
 
 #: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
 #: term the docs could be missing, so never counted as unknown, nor corrected ("cant" is no
@@ -173,6 +176,9 @@ class Speller:
         self.terms: list[str] = sorted(bm25.vocab, key=bm25.vocab.__getitem__)
         self._bm25 = bm25
         self._surfaces: dict[str, Counter[str]] = {}
+        # nearest() of terms already looked up: one question asks it of a term up to three
+        # times (its BM25 terms, the refusal evidence, the embedder's respelling).
+        self._nearest: dict[str, str | None] = {}
         keys: list[int] = []
         ids: list[int] = []
         for term, i in bm25.vocab.items():
@@ -210,6 +216,16 @@ class Speller:
 
     def nearest(self, term: str) -> str | None:
         """The closest known term within the allowed edits (ties: the most frequent)."""
+        kept = self._nearest.get(term, _UNSEEN)  # one lookup: another thread may clear it
+        if kept != _UNSEEN:
+            return kept
+        best = self._search(term)
+        if len(self._nearest) >= _NEAREST_KEPT:
+            self._nearest.clear()  # readers' typos are many and rarely repeat: start over
+        self._nearest[term] = best
+        return best
+
+    def _search(self, term: str) -> str | None:
         allowed = 2 if len(term) >= TWO_EDITS_FROM else 1
         hashes = np.array([hash(v) for v in _deletes(term)], dtype=np.int64)
         lo = np.searchsorted(self.keys, hashes, side="left")
