@@ -73,6 +73,9 @@ REALDOCS_OUT = Path("/tmp/anchored-bench/realdocs")
 OLDER = ("skylark", "fixture", "pkgdocs", "anchored-docs")
 SETS = tuple(f"realdocs:{s}" for s in REALDOCS) + OLDER
 DEV_SETS = ("skylark", "fixture", "pkgdocs")
+# The reader model's questions (data/reader/, issue 26), one site each: the
+# realdocs development sites and three more (uvicorn, never tuned on, is not one).
+READER_SITES = ("mkdocs", "httpx", "material", "anchored", "starlette", "drf", "hatch")
 PKG_DOCS = ("python-dotenv", "xmltodict", "cfn-lint")
 
 PKG_MKDOCS = """site_name: Package docs
@@ -149,7 +152,24 @@ def build_corpus(name: str, work: Path, rebuild: bool = False) -> Path:
 
 
 def load_set(name: str, split: str = "all") -> list[dict[str, Any]]:
-    """The questions of set ``name`` (``realdocs:<site>`` or an older set's name)."""
+    """The questions of set ``name`` (``realdocs:<site>``, ``reader:<site>`` or an
+    older set's name). A reader set's questions are all ``dev``: one answerable
+    question per sampled section (its ``fact`` the fact) and its near misses."""
+    if name.startswith("reader:"):
+        path = DATA / "reader" / f"questions-{name.split(':', 1)[1]}.jsonl"
+        return [
+            {
+                "qid": r["qid"],
+                "question": r["question"],
+                "answerable": r["kind"] == "answerable",
+                "gold_refs": [r["section"]] if r.get("section") else [],
+                "facts": [r["fact"]] if r.get("fact") else [],
+                "split": "dev",
+                "style": r.get("style", ""),
+            }
+            for r in map(json.loads, filter(str.strip, path.read_text("utf-8").splitlines()))
+            if split in ("all", "dev")
+        ]
     if name.startswith("realdocs:"):
         path = DATA / "realdocs" / f"{name.split(':', 1)[1]}.jsonl"
     else:
@@ -164,7 +184,7 @@ def index_of(name: str, work: Path, rebuild: bool = False, model: str = "") -> P
     ``model``: a realdocs site built with another embedding model
     (``realdocs.py --model NAME``).
     """
-    if name.startswith("realdocs:"):
+    if name.startswith(("realdocs:", "reader:")):
         root = REALDOCS_OUT / model if model else REALDOCS_OUT
         index = root / name.split(":", 1)[1] / "index"
         if not (index / "manifest.json").exists():

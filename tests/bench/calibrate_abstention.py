@@ -52,6 +52,7 @@ from anchored_query.answer.extractive import answer_extractively
 from anchored_query.retrieval.evidence import COEFFICIENTS, FEATURES, THRESHOLDS
 from anchored_query.retrieval.ranking import Retriever
 from bench_extractive import (
+    READER_SITES,
     REALDOCS,
     REALDOCS_OUT,
     history_of,
@@ -80,7 +81,17 @@ TOPIC = {
     # make warnings fail the build?" are answerable on the MkDocs sites.
     "skylark": "mkdocs",
     "pkgdocs": "pkgdocs",
+    "reader:mkdocs": "mkdocs",
+    "reader:material": "mkdocs",
+    "reader:anchored": "mkdocs",
+    "reader:httpx": "httpx",
+    # Starlette and HTTPX are one project's (encode); their topics differ (a server
+    # framework, a client) but share words enough that neither is swapped to the other.
+    "reader:starlette": "httpx",
+    "reader:drf": "drf",
+    "reader:hatch": "hatch",
 }
+READER = tuple(f"reader:{s}" for s in READER_SITES)
 
 
 @dataclass
@@ -92,8 +103,11 @@ class Sample:
     qid: str
 
 
-def collect(work: Path, swapped: int, embedding_model: str = "") -> list[Sample]:
+def collect(
+    work: Path, swapped: int, embedding_model: str = "", reader: bool = False
+) -> list[Sample]:
     corpora = [c for c in CORPORA if not embedding_model or c.startswith("realdocs:")]
+    corpora += list(READER) if reader else []
     if embedding_model:
         root = REALDOCS_OUT / embedding_model
         corpora = [c for c in corpora if (root / c.split(":")[1] / "index/manifest.json").exists()]
@@ -278,12 +292,17 @@ def main() -> None:
         "--leave-one-out", action="store_true", help="also fit without each corpus in turn"
     )
     p.add_argument("--curve", action="store_true", help="AUC and answered / refused by threshold")
+    p.add_argument(
+        "--reader-sets",
+        action="store_true",
+        help="also fit on the reader model's questions of seven sites (data/reader/)",
+    )
     args = p.parse_args()
 
     if args.load:
         samples = [Sample(**json.loads(line)) for line in Path(args.load).read_text().splitlines()]
     else:
-        samples = collect(Path(args.work), args.swapped, args.model)
+        samples = collect(Path(args.work), args.swapped, args.model, args.reader_sets)
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for s in samples:
