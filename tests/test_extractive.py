@@ -23,7 +23,14 @@ from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.citations.units import guess_language, render, section_units
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.question import spelling
-from anchored_query.question.spelling import Speller, corrected, edit_distance, respelled
+from anchored_query.question.spelling import (
+    Speller,
+    corrected,
+    edit_distance,
+    known_terms,
+    mended,
+    respelled,
+)
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.retrieval.evidence import SURE, gather_evidence
 from anchored_query.retrieval.pointers import named_headings
@@ -33,6 +40,7 @@ from anchored_query.types import Passage, Turn
 from build_index.embedder import Embedder, ModelSpec
 from build_index.index_format import read_index
 from build_index.pipeline import BuildConfig, build
+from build_index.tokenizer import tokenize
 from build_index.types import PageInput
 
 PAGES = {
@@ -301,6 +309,27 @@ def test_the_embedder_reads_a_misspelt_question_in_the_docs_spelling(retriever: 
     typo = retriever.rank(["hw do i set the plaeholder txt of the questoin"])
     right = retriever.rank(["hw do i set the placeholder txt of the question"])
     assert typo.best_similarity == pytest.approx(right.best_similarity, abs=1e-6)
+
+
+def test_a_typo_is_mended_on_the_word_typed_not_on_its_stem(retriever: Retriever) -> None:
+    index = retriever.index
+
+    def text(row: int) -> str:
+        return str(index.chunks[row]["text"])
+
+    # "chnage" stems to itself, two edits from the docs' term "chang": its stem has no
+    # correction, the word (a swap from "change", which the docs write) has.
+    assert tokenize("chnage") == ["chnage"] and Speller(index.bm25).nearest("chnage") is None
+    assert mended(index.bm25, "how do i chnage the limit", text) == {"chnage": "chang"}
+    found = mended(index.bm25, "chnage the limit", text)
+    assert "chang" in corrected(index.bm25, tokenize("chnage the limit"), found)
+    assert known_terms(index.bm25, ["chnage"], found) == {"chnage"}
+    assert respelled(index.bm25, "how do i chnage the limit", text) == "how do i change the limit"
+    # The mended word must be one the docs write: "changes" is a swap from "chnages" and
+    # stems to "chang", but these docs write "change" only.
+    assert mended(index.bm25, "chnages", text) == {}
+    # A word of the language is no typo (the embedder's vocabulary holds it whole).
+    assert mended(index.bm25, "chnage", text, lambda word: word == "chnage") == {}
 
 
 def test_the_speller_remembers_what_it_looked_up_within_a_bound(

@@ -21,13 +21,12 @@ import numpy as np
 import numpy.typing as npt
 
 from anchored_query.question.query_forms import search_forms
-from anchored_query.question.spelling import corrected, respelled
+from anchored_query.question.spelling import corrected, mended, respelled
 from anchored_query.question.word_prior import WordPrior, term_priors, word_prior
 from anchored_query.types import Turn
 from build_index.tokenizer import tokenize
 
 if TYPE_CHECKING:
-    from build_index.bm25 import BM25Index
     from build_index.index_format import Index
 
 __all__ = ["Question"]
@@ -43,6 +42,7 @@ class Question:
     _corrected: dict[tuple[int, str], tuple[str, ...]] = field(default_factory=dict, repr=False)
     _vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict, repr=False)
     _spelt: dict[tuple[int, str], str] = field(default_factory=dict, repr=False)
+    _mended: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, text: str, history: Sequence[Turn] = ()) -> Question:
@@ -68,14 +68,31 @@ class Question:
             found = self._terms[text] = tuple(tokenize(text))
         return found
 
-    def corrected(self, bm25: BM25Index, text: str | None = None) -> tuple[str, ...]:
+    def corrected(self, index: Index, text: str | None = None) -> tuple[str, ...]:
         """The terms of ``text`` plus the index's spelling of those it does not know
         (:func:`.spelling.corrected`), once per index."""
         text = self.text if text is None else text
-        key = (id(bm25), text)
+        key = (id(index), text)
         found = self._corrected.get(key)
         if found is None:
-            found = self._corrected[key] = tuple(corrected(bm25, self.terms(text)))
+            found = tuple(corrected(index.bm25, self.terms(text), self.mended(index, text)))
+            self._corrected[key] = found
+        return found
+
+    def mended(self, index: Index, text: str | None = None) -> dict[str, str]:
+        """The corrections read from the words of ``text`` as typed
+        (:func:`.spelling.mended`), once per index."""
+        text = self.text if text is None else text
+        key = (id(index), text)
+        found = self._mended.get(key)
+        if found is None:
+            found = {}
+            if not all(t in index.bm25.vocab for t in self.terms(text)):
+                chunks, prior = index.chunks, word_prior(index.model_dir)
+                found = mended(
+                    index.bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
+                )
+            self._mended[key] = found
         return found
 
     def spelt(self, index: Index, text: str | None = None) -> str:

@@ -98,8 +98,9 @@ def question_weights(
     past = [t for q in earlier for t in dict.fromkeys(analysed.terms(q)) if t not in own]
     if index is not None:
         bm25 = index.bm25
-        own = list(dict.fromkeys(corrected(bm25, own)))
-        past = list(dict.fromkeys(corrected(bm25, past)))
+        own = list(dict.fromkeys(corrected(bm25, own, analysed.mended(index, question))))
+        typed = analysed.mended(index, earlier[0]) if earlier else {}
+        past = list(dict.fromkeys(corrected(bm25, past, typed)))
         n = bm25.n_chunks
         indptr = bm25.indptr
 

@@ -11,6 +11,15 @@ at most one edit for words under :data:`TWO_EDITS_FROM` letters (two from
 there): a short word a few letters from a known one is as often another word
 as a typo.
 
+Typos are made on words, not on their stems: "setings" stems to ``sete``, a letter
+away from ``see``, and "insted" to ``inst``, a letter away from ``int``. So a misspelt
+word of the question is read first (:func:`mended`): a word the docs write, one slip
+from it (a letter dropped, added or swapped with its neighbour; no letter replaced),
+gives its correction ("settings", "instead"), and only without one is its stem looked
+up as above. A word the embedder's vocabulary holds whole is no typo, and the mended
+word must be one the docs write: "backend" minus a letter stems to ``back``, but the
+docs never write "backed".
+
 The vocabulary is the index's own, so the correction transfers to any site:
 nothing here knows English. Lookups use the symmetric-delete method
 (SymSpell): every vocabulary term is indexed under itself and each string one
@@ -33,7 +42,8 @@ import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +59,7 @@ __all__ = [
     "corrected",
     "edit_distance",
     "known_terms",
+    "mended",
     "respelled",
 ]
 
@@ -99,21 +110,61 @@ _spellers: weakref.WeakKeyDictionary[BM25Index, Speller] = weakref.WeakKeyDictio
 _lock = threading.Lock()
 
 
-def corrected(bm25: BM25Index, terms: Sequence[str]) -> list[str]:
-    """``terms`` plus the index's spelling of each term it does not know (see the module)."""
+def corrected(
+    bm25: BM25Index, terms: Sequence[str], mended: Mapping[str, str] | None = None
+) -> list[str]:
+    """``terms`` plus the index's spelling of each term it does not know (see the module).
+    ``mended``: the corrections read from the words typed (:func:`mended`), taken first."""
     if all(t in bm25.vocab for t in terms):
         return list(terms)
-    return _speller(bm25).correct(terms)
+    return _speller(bm25).correct(terms, mended or {})
 
 
-def known_terms(bm25: BM25Index, terms: Sequence[str]) -> set[str]:
-    """The ``terms`` the index knows, as spelt or misspelt (with a correction)."""
-    known = {t for t in terms if t in bm25.vocab}
+def known_terms(
+    bm25: BM25Index, terms: Sequence[str], mended: Mapping[str, str] | None = None
+) -> set[str]:
+    """The ``terms`` the index knows, as spelt or misspelt (with a correction);
+    ``mended`` as for :func:`corrected`."""
+    known = {t for t in terms if t in bm25.vocab or t in (mended or {})}
     rest = [t for t in dict.fromkeys(terms) if t not in known]
     if rest:
         speller = _speller(bm25)
         known |= {t for t in rest if speller.correctable(t) and speller.nearest(t) is not None}
     return known
+
+
+def mended(
+    bm25: BM25Index,
+    text: str,
+    chunk_text: Callable[[int], str],
+    is_word: Callable[[str], bool] = lambda word: False,
+    tokens: Callable[[str], Sequence[str]] = tokenize,
+) -> dict[str, str]:
+    """The unknown term of each misspelt word of ``text`` -> the index's term for the
+    word with its slip mended (:meth:`Speller.slipped`). Arguments as for
+    :func:`respelled`: a word the embedder's vocabulary holds whole is no typo."""
+    out: dict[str, str] = {}
+    for match, term in _misspelt(bm25, text, is_word, tokens):
+        found = _speller(bm25).slipped(match.group().lower(), chunk_text)
+        if found is not None:
+            out[term] = found[0]
+    return out
+
+
+def _misspelt(
+    bm25: BM25Index,
+    text: str,
+    is_word: Callable[[str], bool],
+    tokens: Callable[[str], Sequence[str]],
+) -> Iterator[tuple[re.Match[str], str]]:
+    """Each word of ``text`` the index may correct, and its term: one term it does not
+    know, correctable, and no word of the language."""
+    for match in _TEXT_WORD.finditer(text):
+        terms = tokens(match.group())
+        if len(terms) != 1 or terms[0] in bm25.vocab or is_word(match.group()):
+            continue
+        if _speller(bm25).correctable(terms[0]):
+            yield match, terms[0]
 
 
 def respelled(
@@ -130,19 +181,17 @@ def respelled(
     vocabulary holds it whole): such a word is what the reader meant, though the docs
     never use it ("React" is no typo of "reach"), and is left as typed. ``tokens``: the
     tokenizer (an analysed question's, which tokenizes a word once)."""
-    speller: Speller | None = None
     out: list[str] = []
     last = 0
-    for match in _TEXT_WORD.finditer(text):
-        terms = tokens(match.group())
-        if len(terms) != 1 or terms[0] in bm25.vocab or is_word(match.group()):
-            continue
-        speller = speller or _speller(bm25)
-        if not speller.correctable(terms[0]):
-            continue
+    for match, term in _misspelt(bm25, text, is_word, tokens):
         typed = match.group().lower()
-        best = speller.nearest(terms[0])
-        word = speller.surface(best, typed, chunk_text) if best else None
+        speller = _speller(bm25)
+        slipped = speller.slipped(typed, chunk_text)
+        if slipped is not None:
+            word: str | None = slipped[1]
+        else:
+            best = speller.nearest(term)
+            word = speller.surface(best, typed, chunk_text) if best else None
         if word and _slip(typed, word):
             out += [text[last : match.start()], word]
             last = match.end()
@@ -176,9 +225,10 @@ class Speller:
         self.terms: list[str] = sorted(bm25.vocab, key=bm25.vocab.__getitem__)
         self._bm25 = bm25
         self._surfaces: dict[str, Counter[str]] = {}
-        # nearest() of terms already looked up: one question asks it of a term up to three
-        # times (its BM25 terms, the refusal evidence, the embedder's respelling).
+        # nearest() and slipped() already looked up: one question asks them of a word up
+        # to three times (its BM25 terms, the refusal evidence, the embedder's respelling).
         self._nearest: dict[str, str | None] = {}
+        self._slipped: dict[str, tuple[str, str] | None] = {}
         keys: list[int] = []
         ids: list[int] = []
         for term, i in bm25.vocab.items():
@@ -192,12 +242,12 @@ class Speller:
         self.keys = key_array[order]
         self.ids = np.array(ids, dtype=np.int64)[order]
 
-    def correct(self, terms: Sequence[str]) -> list[str]:
+    def correct(self, terms: Sequence[str], mended: Mapping[str, str]) -> list[str]:
         out = list(terms)
         for term in dict.fromkeys(terms):
             if not self.correctable(term):
                 continue
-            best = self.nearest(term)
+            best = mended.get(term) or self.nearest(term)
             if best is not None:
                 out.append(best)
         return out
@@ -220,10 +270,28 @@ class Speller:
         if kept != _UNSEEN:
             return kept
         best = self._search(term)
-        if len(self._nearest) >= _NEAREST_KEPT:
-            self._nearest.clear()  # readers' typos are many and rarely repeat: start over
-        self._nearest[term] = best
+        _remember(self._nearest, term, best)
         return best
+
+    def slipped(self, word: str, chunk_text: Callable[[int], str]) -> tuple[str, str] | None:
+        """(term, word) of the word the docs write one slip from ``word`` (lower case):
+        a letter dropped, added or swapped with its neighbour; the most used term's
+        word, ties alphabetical. None if the docs write none."""
+        kept = self._slipped.get(word, _UNSEEN)
+        if kept != _UNSEEN:
+            return kept if isinstance(kept, tuple) else None
+        best: tuple[int, str, str] | None = None
+        for variant in _slips(word):
+            terms = tokenize(variant)
+            row = self.vocab.get(terms[0]) if len(terms) == 1 else None
+            if row is None:
+                continue
+            key = (-int(self.df[row]), terms[0], variant)
+            if (best is None or key < best) and variant in self._words(terms[0], chunk_text):
+                best = key
+        found = (best[1], best[2]) if best is not None else None
+        _remember(self._slipped, word, found)
+        return found
 
     def _search(self, term: str) -> str | None:
         allowed = 2 if len(term) >= TWO_EDITS_FROM else 1
@@ -249,6 +317,11 @@ class Speller:
     def surface(self, term: str, typed: str, chunk_text: Callable[[int], str]) -> str:
         """The word the docs write for ``term`` in a few chunks holding it, closest to
         what was ``typed`` (ties: the most frequent; lower case; ``""`` if none)."""
+        words = self._words(term, chunk_text)
+        return min(words, key=lambda w: (edit_distance(typed, w), -words[w], w), default="")
+
+    def _words(self, term: str, chunk_text: Callable[[int], str]) -> Counter[str]:
+        """The words (lower case) that make ``term`` in the first chunks holding it."""
         words = self._surfaces.get(term)
         if words is None:
             row = self.vocab[term]
@@ -262,7 +335,25 @@ class Speller:
                     if word[:2] == term[:2] and tokenize(word) == [term]:
                         words[word] += 1
             self._surfaces[term] = words  # whole, for other requests' threads
-        return min(words, key=lambda w: (edit_distance(typed, w), -words[w], w), default="")
+        return words
+
+
+def _remember(memory: dict[str, Any], key: str, value: Any) -> None:
+    if len(memory) >= _NEAREST_KEPT:
+        memory.clear()  # readers' typos are many and rarely repeat: start over
+    memory[key] = value
+
+
+def _slips(word: str) -> set[str]:
+    """``word`` with one letter dropped, one added (a-z) or two neighbours swapped."""
+    out = {word[:i] + word[i + 1 :] for i in range(len(word))}
+    out |= {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+    out |= {word[:i] + c + word[i:] for i in range(len(word) + 1) for c in _LETTERS}
+    out.discard(word)
+    return out
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def _deletes(term: str) -> set[str]:

@@ -47,7 +47,7 @@ import numpy.typing as npt
 from anchored_query.question import crosslingual
 from anchored_query.question.analysis import Question
 from anchored_query.question.spelling import SHORTHAND, known_terms
-from anchored_query.question.word_prior import WordPrior, term_priors
+from anchored_query.question.word_prior import WordPrior
 from build_index.index_format import Index
 from build_index.tokenizer import STOPWORDS, tokenize
 
@@ -144,18 +144,16 @@ def gather_evidence(
         # Terms in a script the index may not hold at all (a Chinese question on
         # English docs) say nothing about whether the docs answer it.
         text = focus or question
-        asked_terms = analysed.terms(text) if analysed is not None else tokenize(text)
+        analysed = analysed or Question.of(question)
         own = {
             t
-            for t in asked_terms
+            for t in analysed.terms(text)
             # "whats" stems to "what"; chat shorthand stands for a common word.
             if not _CJK.search(t) and t not in STOPWORDS and t not in SHORTHAND
         }
         if own:
-            general = (
-                analysed.priors(text, prior) if analysed is not None else term_priors(text, prior)
-            )
-            known = known_terms(index.bm25, sorted(own))
+            general = analysed.priors(text, prior)
+            known = known_terms(index.bm25, sorted(own), analysed.mended(index, text))
             total = sum(general.get(t, 1.0) for t in own)
             unknown = sum(general.get(t, 1.0) for t in own - known) / total
         if asked and crosslingual.needs_gloss(asked, index.bm25):

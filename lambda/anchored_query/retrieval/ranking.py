@@ -204,7 +204,7 @@ class Retriever:
                 )
                 fused += _max_normalised(lexical)
             elif "bm25" in retrievers and not (ranking.gloss and crosslingual.has_cjk(text)):
-                terms = analysed.corrected(self.index.bm25, text)  # typos: the index's spelling
+                terms = analysed.corrected(self.index, text)  # typos: the index's spelling
                 fused += _max_normalised(self.index.bm25.score(terms))
             rankings.append(top_rows(np.where(fused > 0, fused, -np.inf), depth, mask))
             last = fused
