@@ -1,6 +1,6 @@
 """Quality and latency of the no-LLM answerer: today's (frozen) beside the new one.
 
-    python tests/bench/bench_extractive.py [--sets realdocs,older] [--split test]
+    python tests/bench/bench_extractive.py [--sets realdocs,older,reader] [--split test]
         [--work DIR] [--rebuild] [--dump FILE] [--no-baseline]
 
 One run answers every question of every set twice — by the frozen copy of
@@ -18,7 +18,12 @@ Sets:
   ``--split`` (``test`` to report, ``dev`` to tune; ``all``);
 - the older sets ``skylark``, ``fixture``, ``pkgdocs``, ``anchored-docs``
   (``tests/bench/data/<set>-questions.jsonl``), each corpus built into
-  ``--work`` on the first run.
+  ``--work`` on the first run;
+- ``reader:<site>`` (``--sets reader``: seven sites) — the reader model's
+  questions (``tests/bench/data/reader/``, issue 26), written by a capable model
+  from the docs alone: one per sampled section, its fact a sentence of that
+  section, and 30 grep-checked near misses a site; over the realdocs indexes
+  (``realdocs.py --sites starlette drf hatch`` builds the three more).
 
 Columns, per set and answerer:
 
@@ -374,7 +379,9 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--sets", default="realdocs,older", help="names, 'realdocs', 'older'")
+    p.add_argument(
+        "--sets", default="realdocs,older", help="names, 'realdocs', 'older', 'reader'"
+    )
     p.add_argument("--split", default="test", choices=("dev", "test", "all"))
     p.add_argument("--work", default="/tmp/anchored-bench/extractive")
     p.add_argument("--no-baseline", action="store_true")
@@ -394,6 +401,8 @@ def main() -> None:
             names += [f"realdocs:{s}" for s in REALDOCS]
         elif part == "older":
             names += list(OLDER)
+        elif part == "reader":
+            names += [f"reader:{s}" for s in READER_SITES]
         elif part:
             names.append(part)
     answerers: dict[str, Answerer] = {} if args.no_baseline else {"before": before}
