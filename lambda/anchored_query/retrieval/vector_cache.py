@@ -28,7 +28,8 @@ from build_index.embedder import Embedder
 
 __all__ = ["CAPACITY", "QUERY_CAPACITY", "CachingEmbedder"]
 
-#: Passage vectors kept (384 float32 each: about 6 MB for MiniLM, plus their texts).
+#: Passage vectors kept (384 float32 each: with the query vectors and their tables
+#: 7.6 MB for MiniLM, plus the texts, 0.6-4.3 MB; site/benchmarks.md).
 CAPACITY = 4096
 #: Query vectors kept (the same question asked again, a follow-up's earlier turn).
 QUERY_CAPACITY = 512
