@@ -379,9 +379,7 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument(
-        "--sets", default="realdocs,older", help="names, 'realdocs', 'older', 'reader'"
-    )
+    p.add_argument("--sets", default="realdocs,older", help="names, 'realdocs', 'older', 'reader'")
     p.add_argument("--split", default="test", choices=("dev", "test", "all"))
     p.add_argument("--work", default="/tmp/anchored-bench/extractive")
     p.add_argument("--no-baseline", action="store_true")
