@@ -25,11 +25,12 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Final
 
 import Stemmer
 
-__all__ = ["STOPWORDS", "TOKENIZER_SETTINGS", "tokenize"]
+__all__ = ["STOPWORDS", "TOKENIZER_SETTINGS", "tokenize", "word_terms"]
 
 # The common English function words (NLTK-style list, ~150), plus the fragments
 # that apostrophes leave behind ("don't" -> "don", "t"; "user's" -> "user", "s").
@@ -121,6 +122,24 @@ def _term(word: str) -> str | None:
     if len(word) >= _STEM_MIN_LEN and word.isascii() and word.isalpha():
         return str(_stemmer.stemWord(word))
     return word
+
+
+def word_terms(words: Sequence[str]) -> list[str | None]:
+    """The term of each plain lower-case ASCII word, as :func:`tokenize` gives it for
+    the word alone (None: a stopword), stemmed in one call; for many candidate words
+    at once (the speller's), without filling the tokenizer's cache."""
+    out: list[str | None] = []
+    stem: list[int] = []
+    for word in words:
+        if word in STOPWORDS or len(word) > _MAX_TOKEN_LEN:
+            out.append(None)
+        else:
+            if len(word) >= _STEM_MIN_LEN:
+                stem.append(len(out))
+            out.append(word)
+    for i, term in zip(stem, _stemmer.stemWords([out[i] for i in stem]), strict=True):
+        out[i] = str(term)
+    return out
 
 
 def _analyze(raw: str) -> tuple[str, ...]:

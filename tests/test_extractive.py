@@ -330,6 +330,10 @@ def test_a_typo_is_mended_on_the_word_typed_not_on_its_stem(retriever: Retriever
     assert mended(index.bm25, "chnages", text) == {}
     # A word of the language is no typo (the embedder's vocabulary holds it whole).
     assert mended(index.bm25, "chnage", text, lambda word: word == "chnage") == {}
+    # Each misspelt word costs a lookup of some 300 candidates: eight a question at most.
+    typos = "chnage setings quesiton defualt adress optoin foramt requset timoeut placehlder"
+    assert all(mended(index.bm25, typo, text) for typo in typos.split())
+    assert list(mended(index.bm25, typos, text)) == tokenize(" ".join(typos.split()[:8]))
 
 
 def test_the_speller_remembers_what_it_looked_up_within_a_bound(

@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from build_index.bm25 import BM25Index
-from build_index.tokenizer import STOPWORDS, tokenize
+from build_index.tokenizer import STOPWORDS, tokenize, word_terms
 
 __all__ = [
     "MIN_LENGTH",
@@ -72,6 +72,8 @@ _SURFACE_CHUNKS = 32
 #: Lookups a speller remembers (its vocabulary's nearest term to an unknown one).
 _NEAREST_KEPT = 4096
 _UNSEEN = ""  # never a term: the vocabulary's terms are non-empty
+#: Misspelt words of one text read as words (:func:`mended`, :func:`respelled`).
+_MISSPELT_MAX = 8
 
 #: Chat shorthand readers type for common words ("hw do i …", "pls", "im stuck"): never a
 #: term the docs could be missing, so never counted as unknown, nor corrected ("cant" is no
@@ -158,13 +160,19 @@ def _misspelt(
     tokens: Callable[[str], Sequence[str]],
 ) -> Iterator[tuple[re.Match[str], str]]:
     """Each word of ``text`` the index may correct, and its term: one term it does not
-    know, correctable, and no word of the language."""
+    know, correctable, and no word of the language; the first :data:`_MISSPELT_MAX`
+    (each costs a lookup of some 300 candidates; a question with more is rather in
+    another language or noise)."""
+    found = 0
     for match in _TEXT_WORD.finditer(text):
         terms = tokens(match.group())
         if len(terms) != 1 or terms[0] in bm25.vocab or is_word(match.group()):
             continue
         if _speller(bm25).correctable(terms[0]):
             yield match, terms[0]
+            found += 1
+            if found >= _MISSPELT_MAX:
+                return
 
 
 def respelled(
@@ -281,13 +289,13 @@ class Speller:
         if kept != _UNSEEN:
             return kept if isinstance(kept, tuple) else None
         best: tuple[int, str, str] | None = None
-        for variant in _slips(word):
-            terms = tokenize(variant)
-            row = self.vocab.get(terms[0]) if len(terms) == 1 else None
-            if row is None:
+        variants = sorted(_slips(word))
+        for variant, term in zip(variants, word_terms(variants), strict=True):
+            row = self.vocab.get(term) if term is not None else None
+            if row is None or term is None:
                 continue
-            key = (-int(self.df[row]), terms[0], variant)
-            if (best is None or key < best) and variant in self._words(terms[0], chunk_text):
+            key = (-int(self.df[row]), term, variant)
+            if (best is None or key < best) and variant in self._words(term, chunk_text):
                 best = key
         found = (best[1], best[2]) if best is not None else None
         _remember(self._slipped, word, found)
