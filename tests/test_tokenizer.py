@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from build_index.tokenizer import STOPWORDS, TOKENIZER_SETTINGS, tokenize
+from build_index.tokenizer import STOPWORDS, TOKENIZER_SETTINGS, tokenize, word_terms
 
 
 @pytest.mark.parametrize(
@@ -141,3 +141,10 @@ def test_any_text_gives_non_empty_string_tokens(text: str) -> None:
     assert all(isinstance(t, str) and t for t in tokens)
     assert all(not t.isspace() for t in tokens)
     assert tokenize(text) == tokens  # deterministic (and the cache changes nothing)
+
+
+@given(st.lists(st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=70)))
+@settings(max_examples=200)
+def test_word_terms_are_the_terms_tokenize_gives_each_word_alone(words: list[str]) -> None:
+    words += ["the", "settings", "running", "down", "a" * 65]  # stopwords, stems, a blob
+    assert word_terms(words) == [(tokenize(w) or [None])[0] for w in words]
