@@ -325,6 +325,10 @@ def test_a_typo_is_mended_on_the_word_typed_not_on_its_stem(retriever: Retriever
     assert "chang" in corrected(index.bm25, tokenize("chnage the limit"), found)
     assert known_terms(index.bm25, ["chnage"], found) == {"chnage"}
     assert respelled(index.bm25, "how do i chnage the limit", text) == "how do i change the limit"
+    # A word whose term the docs hold but whose spelling they never write is read as the
+    # docs' word of that term one slip away ("dialogs": the docs write "dialog").
+    assert respelled(index.bm25, "the dialogs", text) == "the dialog"
+    assert respelled(index.bm25, "the dialog opens", text) == "the dialog opens"
     # The mended word must be one the docs write: "changes" is a swap from "chnages" and
     # stems to "chang", but these docs write "change" only.
     assert mended(index.bm25, "chnages", text) == {}

@@ -103,13 +103,10 @@ class Question:
         found = self._spelt.get(key)
         if found is None:
             bm25 = index.bm25
-            if all(t in bm25.vocab for t in self.terms(text)):
-                found = text
-            else:
-                chunks, prior = index.chunks, word_prior(index.model_dir)
-                found = respelled(
-                    bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
-                )
+            chunks, prior = index.chunks, word_prior(index.model_dir)
+            found = respelled(
+                bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
+            )
             self._spelt[key] = found
         return found
 

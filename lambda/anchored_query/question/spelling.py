@@ -183,23 +183,31 @@ def respelled(
     tokens: Callable[[str], Sequence[str]] = tokenize,
 ) -> str:
     """``text`` with each misspelt word (see :func:`corrected`) replaced by the word
-    the index's chunks write for its correction; ``text`` itself when none is.
+    the index's chunks write for its correction, and each word whose term the docs hold
+    but whose spelling they never write ("recal" for "recall", "bulit") by the docs'
+    word of that term one slip away (:meth:`Speller.written`); ``text`` itself when
+    none is.
     ``chunk_text(row)``: the text of chunk ``row``, where the surface form is read.
     ``is_word(word)``: whether ``word`` is a word of the language (the embedder's
     vocabulary holds it whole): such a word is what the reader meant, though the docs
     never use it ("React" is no typo of "reach"), and is left as typed. ``tokens``: the
     tokenizer (an analysed question's, which tokenizes a word once)."""
+    speller = _speller(bm25)
+    misspelt = {m.start(): term for m, term in _misspelt(bm25, text, is_word, tokens)}
     out: list[str] = []
     last = 0
-    for match, term in _misspelt(bm25, text, is_word, tokens):
+    looked = 0
+    for match in _TEXT_WORD.finditer(text):
         typed = match.group().lower()
-        speller = _speller(bm25)
-        slipped = speller.slipped(typed, chunk_text)
-        if slipped is not None:
-            word: str | None = slipped[1]
-        else:
-            best = speller.nearest(term)
-            word = speller.surface(best, typed, chunk_text) if best else None
+        term = misspelt.get(match.start())
+        word: str | None = None
+        if term is not None:
+            word = speller.docs_word(typed, term, chunk_text)
+        elif looked < _MISSPELT_MAX and len(typed) >= MIN_LENGTH and not is_word(match.group()):
+            terms = tokens(match.group())
+            if len(terms) == 1 and terms[0] in bm25.vocab:
+                looked += 1
+                word = speller.written(typed, terms[0], chunk_text)
         if word and _slip(typed, word):
             out += [text[last : match.start()], word]
             last = match.end()
@@ -300,6 +308,26 @@ class Speller:
         found = (best[1], best[2]) if best is not None else None
         _remember(self._slipped, word, found)
         return found
+
+    def docs_word(self, typed: str, term: str, chunk_text: Callable[[int], str]) -> str:
+        """The word the docs write for the unknown ``term`` of the word ``typed``: one
+        slip from it (:meth:`slipped`), else the closest of its nearest term's words
+        (:meth:`surface`); ``""`` if none."""
+        slipped = self.slipped(typed, chunk_text)
+        if slipped is not None:
+            return slipped[1]
+        best = self.nearest(term)
+        return self.surface(best, typed, chunk_text) if best else ""
+
+    def written(self, typed: str, term: str, chunk_text: Callable[[int], str]) -> str:
+        """For the word ``typed`` of a known ``term`` that the docs never write ("recal",
+        whose term the docs' "recall" makes): the most written word of that term one
+        slip from it; ``""`` when the docs write ``typed`` or none is."""
+        words = self._words(term, chunk_text)
+        if typed in words:
+            return ""
+        near = [v for v in _slips(typed) if v in words]
+        return max(near, key=lambda v: (words[v], v), default="")
 
     def _search(self, term: str) -> str | None:
         allowed = 2 if len(term) >= TWO_EDITS_FROM else 1
