@@ -332,6 +332,11 @@ def test_a_typo_is_mended_on_the_word_typed_not_on_its_stem(retriever: Retriever
     # The mended word must be one the docs write: "changes" is a swap from "chnages" and
     # stems to "chang", but these docs write "change" only.
     assert mended(index.bm25, "chnages", text) == {}
+    # A name is typed as meant: capitals or a digit glued to it ("TMEM16A", "CHEK2"); a
+    # word of a snake_case identifier is a word.
+    assert mended(index.bm25, "the CHNAGE flag", text) == {}
+    assert mended(index.bm25, "the chnage2 flag", text) == {}
+    assert mended(index.bm25, "set web_chnage", text) == {"chnage": "chang"}
     # A word of the language is no typo (the embedder's vocabulary holds it whole).
     assert mended(index.bm25, "chnage", text, lambda word: word == "chnage") == {}
     # Each misspelt word costs a lookup of some 300 candidates: eight a question at most.

@@ -168,6 +168,8 @@ def _misspelt(
         terms = tokens(match.group())
         if len(terms) != 1 or terms[0] in bm25.vocab or is_word(match.group()):
             continue
+        if _is_name(text, match):
+            continue
         if _speller(bm25).correctable(terms[0]):
             yield match, terms[0]
             found += 1
@@ -203,7 +205,12 @@ def respelled(
         word: str | None = None
         if term is not None:
             word = speller.docs_word(typed, term, chunk_text)
-        elif looked < _MISSPELT_MAX and len(typed) >= MIN_LENGTH and not is_word(match.group()):
+        elif (
+            looked < _MISSPELT_MAX
+            and len(typed) >= MIN_LENGTH
+            and not is_word(match.group())
+            and not _is_name(text, match)
+        ):
             terms = tokens(match.group())
             if len(terms) == 1 and terms[0] in bm25.vocab:
                 looked += 1
@@ -212,6 +219,19 @@ def respelled(
             out += [text[last : match.start()], word]
             last = match.end()
     return "".join([*out, text[last:]]) if out else text
+
+
+def _is_name(text: str, match: re.Match[str]) -> bool:
+    """Whether the word ``match`` of ``text`` is a name rather than a word: written in
+    capitals ("TMEM", "EMAs") or glued to a digit ("CHEK2", "LRRK2"). Names are typed
+    as meant: none is corrected. (A word of a snake_case identifier is a word:
+    "web_concurency" is a typo.)"""
+    word = match.group()
+    if sum(c.isupper() for c in word) >= 2:
+        return True
+    before = text[match.start() - 1] if match.start() else ""
+    after = text[match.end()] if match.end() < len(text) else ""
+    return any(c.isdigit() for c in before + after)
 
 
 def _slip(typed: str, word: str) -> bool:
