@@ -224,8 +224,8 @@ def respelled(
 def _is_name(text: str, match: re.Match[str]) -> bool:
     """Whether the word ``match`` of ``text`` is a name rather than a word: written in
     capitals ("TMEM", "EMAs") or glued to a digit ("CHEK2", "LRRK2"). Names are typed
-    as meant: none is corrected. (A word of a snake_case identifier is a word:
-    "web_concurency" is a typo.)"""
+    as meant: none is mended nor respelled (BM25 still gets its stem's nearest term).
+    A word of a snake_case identifier is a word: "web_concurency" is a typo."""
     word = match.group()
     if sum(c.isupper() for c in word) >= 2:
         return True
