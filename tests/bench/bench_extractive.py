@@ -60,7 +60,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 import baseline_extractive
-from anchored_query.answer.extractive import answer_extractively
+from anchored_query.answer.extractive import ExtractiveResult, answer_extractively
 from anchored_query.answer.prompt import estimate_tokens
 from anchored_query.engine import EXTRACTIVE_PASSAGES, answer_extractive
 from anchored_query.question.query_forms import search_forms
@@ -222,6 +222,29 @@ def retrieve(
         estimate_tokens=estimate_tokens,
     )
     return passages, hits
+
+
+def decide(
+    retriever: Retriever, model: str, row: dict[str, Any], min_confidence: float | None = 0.0
+) -> ExtractiveResult:
+    """``row``'s question retrieved and decided as ``/v1/ask`` does (its history; a
+    Chinese question on English docs through its gloss), never refused by default
+    (``min_confidence=0``: the evidence is always reported): what the calibration and
+    analysis scripts read."""
+    history = history_of(row)
+    passages, hits = retrieve(retriever, row["question"], history)
+    return answer_extractively(
+        hits.gloss or row["question"],
+        passages,
+        index=retriever.index,
+        embedder=retriever.embedder,
+        model=model,
+        question_vector=hits.query_vector,
+        similarity=hits.best_similarity,
+        history=history,
+        min_confidence=min_confidence,
+        asked=row["question"] if hits.gloss else "",
+    )
 
 
 Answerer = Callable[[dict[str, Any], list[Passage], Ranking, Retriever, str], dict[str, Any]]

@@ -184,7 +184,6 @@ def gloss_confidences(index: Path, site: str) -> list[tuple[bool, float]]:
     question of the site, its own and the translated ones, answered through the
     gloss as ``/v1/ask`` does (bench_extractive's retrieval and call)."""
     import bench_extractive
-    from anchored_query.answer.extractive import answer_extractively
 
     retriever, model = bench_extractive.load_retriever(index)
     own = [
@@ -194,18 +193,7 @@ def gloss_confidences(index: Path, site: str) -> list[tuple[bool, float]]:
     ]
     out = []
     for row in own + translated(site):
-        passages, hits = bench_extractive.retrieve(retriever, row["question"])
-        result = answer_extractively(
-            hits.gloss or row["question"],
-            passages,
-            index=retriever.index,
-            embedder=retriever.embedder,
-            model=model,
-            question_vector=hits.query_vector,
-            similarity=hits.best_similarity,
-            min_confidence=0.0,
-            asked=row["question"] if hits.gloss else "",
-        )
+        result = bench_extractive.decide(retriever, model, row)
         out.append((bool(row["answerable"] and row["gold_refs"]), result.confidence))
     return out
 

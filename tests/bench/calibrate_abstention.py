@@ -48,18 +48,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from anchored_query.answer.extractive import answer_extractively
 from anchored_query.retrieval.evidence import COEFFICIENTS, FEATURES, THRESHOLDS
 from anchored_query.retrieval.ranking import Retriever
 from bench_extractive import (
     READER_SITES,
     REALDOCS,
     REALDOCS_OUT,
-    history_of,
+    decide,
     index_of,
     load_retriever,
     load_set,
-    retrieve,
 )
 
 CORPORA = (
@@ -119,21 +117,7 @@ def collect(
         def evidence(
             row: dict[str, object], retriever: Retriever = retriever, model: str = model
         ) -> list[float]:
-            question = str(row["question"])
-            history = history_of(row)  # type: ignore[arg-type]
-            passages, hits = retrieve(retriever, question, history)
-            result = answer_extractively(
-                hits.gloss or question,  # as Engine.ask answers a glossed question
-                passages,
-                index=retriever.index,
-                embedder=retriever.embedder,
-                model=model,
-                question_vector=hits.query_vector,
-                similarity=hits.best_similarity,
-                history=history,
-                min_confidence=0.0,
-                asked=question if hits.gloss else "",
-            )
+            result = decide(retriever, model, row)
             return result.evidence.vector() if result.evidence else [0.0] * len(FEATURES)
 
         for row in questions[corpus]:

@@ -34,11 +34,10 @@ from anchored_query.answer import extractive
 from bench_extractive import (
     READER_SITES,
     REALDOCS,
-    history_of,
+    decide,
     index_of,
     load_retriever,
     load_set,
-    retrieve,
 )
 
 Units = list[dict[str, Any]]
@@ -63,20 +62,7 @@ def collect() -> list[dict[str, Any]]:
             if not row["answerable"] or not row.get("facts"):
                 continue
             captured.clear()
-            history = history_of(row)
-            passages, hits = retrieve(retriever, row["question"], history)
-            extractive.answer_extractively(
-                hits.gloss or row["question"],
-                passages,
-                index=retriever.index,
-                embedder=retriever.embedder,
-                model=model,
-                question_vector=hits.query_vector,
-                similarity=hits.best_similarity,
-                history=history,
-                min_confidence=0.0,
-                asked=row["question"] if hits.gloss else "",
-            )
+            decide(retriever, model, row)
             if not captured:
                 continue
             facts = [" ".join(f.split()) for f in row["facts"]]
