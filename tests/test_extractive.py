@@ -355,7 +355,7 @@ def test_the_speller_remembers_what_it_looked_up_within_a_bound(
     assert speller.nearest("timout") == speller.nearest("timout") == "timeout"
     assert speller.nearest("zzzzqx") is None and speller.nearest("zzzzqx") is None
     assert searches == ["timout", "zzzzqx"]  # a miss is remembered as well as a hit
-    monkeypatch.setattr(spelling, "_NEAREST_KEPT", 2)
+    monkeypatch.setattr(spelling, "_KEPT", 2)
     speller.nearest("plaeholder")  # over the bound: the memory starts over
     assert set(speller._nearest) == {"plaeholder"}
 

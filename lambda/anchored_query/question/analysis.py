@@ -88,10 +88,7 @@ class Question:
         if found is None:
             found = {}
             if not all(t in index.bm25.vocab for t in self.terms(text)):
-                chunks, prior = index.chunks, word_prior(index.model_dir)
-                found = mended(
-                    index.bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
-                )
+                found = mended(index.bm25, text, *_reading(index), self.terms)
             self._mended[key] = found
         return found
 
@@ -102,12 +99,7 @@ class Question:
         key = (id(index), text)
         found = self._spelt.get(key)
         if found is None:
-            bm25 = index.bm25
-            chunks, prior = index.chunks, word_prior(index.model_dir)
-            found = respelled(
-                bm25, text, lambda row: str(chunks[row]["text"]), prior.holds, self.terms
-            )
-            self._spelt[key] = found
+            found = self._spelt[key] = respelled(index.bm25, text, *_reading(index), self.terms)
         return found
 
     def priors(self, text: str, prior: WordPrior | None) -> dict[str, float]:
@@ -122,3 +114,10 @@ class Question:
         if found is None:
             found = self._vectors[text] = embed(text)
         return found
+
+
+def _reading(index: Index) -> tuple[Callable[[int], str], Callable[[str], bool]]:
+    """What the speller reads of ``index``: a chunk's text, and whether a word is one
+    of the language (its embedder's vocabulary holds it whole)."""
+    chunks = index.chunks
+    return (lambda row: str(chunks[row]["text"])), word_prior(index.model_dir).holds

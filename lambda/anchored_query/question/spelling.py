@@ -69,8 +69,8 @@ _WORD = re.compile(r"[a-z]+")
 _TEXT_WORD = re.compile(r"[A-Za-z]+")
 #: Chunks read for a corrected term's surface form (its first postings).
 _SURFACE_CHUNKS = 32
-#: Lookups a speller remembers (its vocabulary's nearest term to an unknown one).
-_NEAREST_KEPT = 4096
+#: Lookups a speller remembers, of each kind (nearest terms, slips mended).
+_KEPT = 4096
 _UNSEEN = ""  # never a term: the vocabulary's terms are non-empty
 #: Misspelt words of one text read as words (:func:`mended`, :func:`respelled`).
 _MISSPELT_MAX = 8
@@ -251,6 +251,10 @@ def _speller(bm25: BM25Index) -> Speller:
     return speller
 
 
+#: The vocabulary by row; the hashes of every term's deletes, sorted; each one's row.
+_Table = tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
 class Speller:
     """Nearest vocabulary terms of one BM25 index (see the module docstring)."""
 
@@ -258,25 +262,35 @@ class Speller:
         self.vocab = bm25.vocab
         indptr = np.asarray(bm25.indptr, dtype=np.int64)
         self.df: npt.NDArray[np.int64] = indptr[1:] - indptr[:-1]
-        self.terms: list[str] = sorted(bm25.vocab, key=bm25.vocab.__getitem__)
         self._bm25 = bm25
         self._surfaces: dict[str, Counter[str]] = {}
         # nearest() and slipped() already looked up: one question asks them of a word up
         # to three times (its BM25 terms, the refusal evidence, the embedder's respelling).
         self._nearest: dict[str, str | None] = {}
         self._slipped: dict[str, tuple[str, str] | None] = {}
-        keys: list[int] = []
-        ids: list[int] = []
-        for term, i in bm25.vocab.items():
-            if len(term) < MIN_LENGTH - 1 or not _WORD.fullmatch(term):
-                continue
-            for variant in _deletes(term):
-                keys.append(hash(variant))
-                ids.append(i)
-        key_array = np.array(keys, dtype=np.int64)
-        order = np.argsort(key_array, kind="stable")
-        self.keys = key_array[order]
-        self.ids = np.array(ids, dtype=np.int64)[order]
+        # The symmetric-delete table, built by the first nearest-term search: every
+        # question reads the speller (the embedder's spelling), few need the table
+        # (78 ms for 45,000 terms).
+        self._deletes: _Table | None = None
+        self._deletes_lock = threading.Lock()
+
+    def _table(self) -> _Table:
+        """The vocabulary by row, and every term's deletes (hashed, sorted) with its row."""
+        with self._deletes_lock:
+            if self._deletes is None:
+                keys: list[int] = []
+                ids: list[int] = []
+                for term, i in self.vocab.items():
+                    if len(term) < MIN_LENGTH - 1 or not _WORD.fullmatch(term):
+                        continue
+                    for variant in _deletes(term):
+                        keys.append(hash(variant))
+                        ids.append(i)
+                key_array = np.array(keys, dtype=np.int64)
+                order = np.argsort(key_array, kind="stable")
+                terms = sorted(self.vocab, key=self.vocab.__getitem__)
+                self._deletes = (terms, key_array[order], np.array(ids, dtype=np.int64)[order])
+            return self._deletes
 
     def correct(self, terms: Sequence[str], mended: Mapping[str, str]) -> list[str]:
         out = list(terms)
@@ -315,7 +329,7 @@ class Speller:
         word, ties alphabetical. None if the docs write none."""
         kept = self._slipped.get(word, _UNSEEN)
         if kept != _UNSEEN:
-            return kept if isinstance(kept, tuple) else None
+            return None if isinstance(kept, str) else kept
         best: tuple[int, str, str] | None = None
         variants = sorted(_slips(word))
         for variant, term in zip(variants, word_terms(variants), strict=True):
@@ -351,15 +365,16 @@ class Speller:
 
     def _search(self, term: str) -> str | None:
         allowed = 2 if len(term) >= TWO_EDITS_FROM else 1
+        terms, keys, ids = self._table()
         hashes = np.array([hash(v) for v in _deletes(term)], dtype=np.int64)
-        lo = np.searchsorted(self.keys, hashes, side="left")
-        hi = np.searchsorted(self.keys, hashes, side="right")
+        lo = np.searchsorted(keys, hashes, side="left")
+        hi = np.searchsorted(keys, hashes, side="right")
         candidates: set[int] = set()
         for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-            candidates.update(self.ids[a:b].tolist())
+            candidates.update(ids[a:b].tolist())
         best: tuple[int, int, str] | None = None
         for i in candidates:
-            known = self.terms[i]
+            known = terms[i]
             if abs(len(known) - len(term)) > allowed:
                 continue
             distance = edit_distance(term, known)
@@ -395,7 +410,7 @@ class Speller:
 
 
 def _remember(memory: dict[str, Any], key: str, value: Any) -> None:
-    if len(memory) >= _NEAREST_KEPT:
+    if len(memory) >= _KEPT:
         memory.clear()  # readers' typos are many and rarely repeat: start over
     memory[key] = value
 
